@@ -1,0 +1,33 @@
+"""Press FIRE to start games that wait for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+
+class FireReset(gym.Wrapper):
+    """After every reset, take FIRE then the action at index 2 (UP/RIGHT in most games).
+
+    Games like Breakout stay frozen until FIRE is pressed; an agent that never fires gets stuck. This
+    follows the DeepMind setup: ``FIRE`` then action 2, resetting again if either step ends the episode.
+    Rewards of these two steps are dropped (always zero when a game starts). Requires the action at
+    index 1 to be ``FIRE`` and at least three actions.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        meanings = env.unwrapped.get_action_meanings()
+        if len(meanings) < 3 or meanings[1] != "FIRE":
+            raise ValueError(f"FireReset needs FIRE at action 1 and >= 3 actions, got {meanings}")
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self.env.reset(seed=seed, options=options)
+        obs, _, terminated, truncated, info = self.env.step(1)
+        if terminated or truncated:
+            self.env.reset(options=options)
+        obs, _, terminated, truncated, info = self.env.step(2)
+        if terminated or truncated:
+            obs, info = self.env.reset(options=options)
+        return obs, info

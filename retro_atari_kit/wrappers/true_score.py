@@ -1,0 +1,47 @@
+"""True game score statistics, recorded before life-loss episodes and reward clipping."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gymnasium as gym
+
+
+class TrueScoreStatistics(gym.Wrapper):
+    """Report the true game score in ``info["episode"]`` when the real game ends.
+
+    Sits below the wrappers that cut episodes at life losses or clip rewards, and above frame skipping,
+    so every ``step`` here is one agent step. When a step ends the game (``terminated`` or ``truncated``
+    at this level: game over, ALE's frame cap or the stack's own time limit) its info gets
+    ``info["episode"] = {"r": sum of unclipped rewards over all lives, "l": agent steps, "t": seconds}``,
+    the keys SB3's ``Monitor`` uses, so SB3 logs true scores. Steps taken by wrappers above (FIRE on
+    reset, the NOOP that continues a game after a life loss) count as agent steps and their rewards count
+    towards the score.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.score = 0.0
+        self.length = 0
+        self._start = time.perf_counter()
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.score = 0.0
+        self.length = 0
+        self._start = time.perf_counter()
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.score += float(reward)
+        self.length += 1
+        if terminated or truncated:
+            info = dict(info)
+            info["episode"] = {
+                "r": self.score,
+                "l": self.length,
+                "t": round(time.perf_counter() - self._start, 6),
+            }
+        return obs, reward, terminated, truncated, info

@@ -1,0 +1,48 @@
+"""Crop, grayscale and resize frames; channel-first uint8 out."""
+
+from __future__ import annotations
+
+import cv2
+import gymnasium as gym
+import numpy as np
+
+Box = tuple[int, int, int, int]
+
+
+class WarpFrame(gym.ObservationWrapper):
+    """Turn an ``(H, W, 3)`` RGB frame into a channel-first uint8 ``(C, size, size)`` frame.
+
+    Steps, in order: optional crop to ``crop = (top, bottom, left, right)`` (rows ``top:bottom`` and
+    columns ``left:right`` of the full frame are kept), grayscale with ``cv2.COLOR_RGB2GRAY`` (``C=1``;
+    ``grayscale=False`` keeps RGB, ``C=3``), resize to ``size x size`` with ``cv2.INTER_AREA``.
+    No floats are created.
+    """
+
+    def __init__(self, env: gym.Env, size: int = 84, grayscale: bool = True, crop: Box | None = None):
+        super().__init__(env)
+        height, width = env.observation_space.shape[:2]
+        if crop is not None:
+            top, bottom, left, right = crop
+            if not (0 <= top < bottom <= height and 0 <= left < right <= width):
+                raise ValueError(
+                    f"crop_score box {crop} is outside the {height}x{width} screen; "
+                    "expected (top, bottom, left, right) with 0 <= top < bottom <= height, "
+                    "0 <= left < right <= width"
+                )
+        self.size = size
+        self.grayscale = grayscale
+        self.crop = crop
+        channels = 1 if grayscale else 3
+        self.observation_space = gym.spaces.Box(0, 255, (channels, size, size), dtype=np.uint8)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        frame = observation
+        if self.crop is not None:
+            top, bottom, left, right = self.crop
+            frame = frame[top:bottom, left:right]
+        if self.grayscale:
+            frame = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+        frame = cv2.resize(frame, (self.size, self.size), interpolation=cv2.INTER_AREA)
+        if self.grayscale:
+            return frame[None, :, :]
+        return np.ascontiguousarray(frame.transpose(2, 0, 1))
