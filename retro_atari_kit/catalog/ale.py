@@ -1,4 +1,4 @@
-"""Which games exist, their IDs, and per-game facts (score-crop boxes).
+"""ALE games: one per ROM that ale-py ships, and per-game facts (score-crop boxes).
 
 ALE games come from the ROMs that ale-py ships; stable-retro games are listed from stable-retro's
 integration folders (no emulator is started and no ROM is hashed here).
