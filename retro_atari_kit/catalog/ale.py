@@ -16,7 +16,20 @@ VERSION = 0
 # box kept by ``crop_score=True``: rows top:bottom and columns left:right. Each box removes the score /
 # HUD and was derived from real frames (see tests/test_score_crop.py, which checks that two frames
 # differing only in score become identical).
-SCORE_CROP_BOXES: dict[str, tuple[int, int, int, int]] = {}
+SCORE_CROP_BOXES: dict[str, tuple[int, int, int, int]] = {
+    "Asteroids": (16, 210, 0, 160),  # both scores: rows 5-14
+    "BeamRider": (18, 210, 0, 160),  # score: rows 10-16
+    "Boxing": (25, 210, 0, 160),  # scores rows 5-11, clock rows 17-23
+    "Breakout": (16, 210, 0, 160),  # score, lives, level: rows 5-14
+    "Enduro": (0, 155, 0, 160),  # odometer and day/cars panel: rows 160-190
+    "Freeway": (14, 210, 0, 160),  # both scores: rows 5-12
+    "MontezumaRevenge": (15, 210, 0, 160),  # score: rows 6-13
+    "MsPacman": (0, 172, 0, 160),  # lives, fruit and score: rows 172-193
+    "Pong": (34, 194, 0, 160),  # scores rows 1-20 and the white bars above and below the court
+    "Qbert": (15, 210, 0, 160),  # score: rows 6-14
+    "Seaquest": (18, 210, 0, 160),  # score: rows 9-16
+    "SpaceInvaders": (19, 210, 0, 160),  # both scores: rows 10-17
+}
 
 
 @dataclass(frozen=True)

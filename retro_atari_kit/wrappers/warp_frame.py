@@ -36,13 +36,17 @@ class WarpFrame(gym.ObservationWrapper):
         self.observation_space = gym.spaces.Box(0, 255, (channels, size, size), dtype=np.uint8)
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
-        frame = observation
-        if self.crop is not None:
-            top, bottom, left, right = self.crop
-            frame = frame[top:bottom, left:right]
-        if self.grayscale:
-            frame = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
-        frame = cv2.resize(frame, (self.size, self.size), interpolation=cv2.INTER_AREA)
-        if self.grayscale:
-            return frame[None, :, :]
-        return np.ascontiguousarray(frame.transpose(2, 0, 1))
+        return crop_and_resize(observation, self.size, self.grayscale, self.crop)
+
+
+def crop_and_resize(frame: np.ndarray, size: int, grayscale: bool, crop: Box | None) -> np.ndarray:
+    """The transformation of :class:`WarpFrame` on one ``(H, W, 3)`` uint8 RGB frame."""
+    if crop is not None:
+        top, bottom, left, right = crop
+        frame = frame[top:bottom, left:right]
+    if grayscale:
+        frame = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+    frame = cv2.resize(frame, (size, size), interpolation=cv2.INTER_AREA)
+    if grayscale:
+        return frame[None, :, :]
+    return np.ascontiguousarray(frame.transpose(2, 0, 1))
