@@ -32,6 +32,10 @@ SCORE_CROP_BOXES: dict[str, tuple[int, int, int, int]] = {
 }
 
 
+# ROMs that ale-py ships but that have no single-player mode, so ALE refuses to load them alone.
+MULTIPLAYER_ONLY_ROMS = frozenset({"combat", "joust", "maze_craze", "warlords"})
+
+
 @dataclass(frozen=True)
 class AleGame:
     """An ALE game: ``rom`` is ale-py's snake_case id, ``name`` the CamelCase used in env IDs."""
@@ -51,11 +55,15 @@ def rom_to_name(rom: str) -> str:
 
 @lru_cache(maxsize=1)
 def ale_games() -> tuple[AleGame, ...]:
-    """Every game whose ROM ale-py ships, sorted by name."""
+    """Every single-player game whose ROM ale-py ships, sorted by name."""
     import ale_py.roms
 
-    return tuple(sorted((AleGame(rom, rom_to_name(rom)) for rom in ale_py.roms.get_all_rom_ids()),
-                        key=lambda g: g.name))
+    games = (
+        AleGame(rom, rom_to_name(rom))
+        for rom in ale_py.roms.get_all_rom_ids()
+        if rom not in MULTIPLAYER_ONLY_ROMS
+    )
+    return tuple(sorted(games, key=lambda g: g.name))
 
 
 def ale_game(name: str) -> AleGame:
