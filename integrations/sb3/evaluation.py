@@ -1,0 +1,60 @@
+"""True-score evaluation of SB3 models for ``retrokit eval`` (whole games, unclipped rewards)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+
+def is_retro_id(env_id: str) -> bool:
+    """stable-retro IDs allow one emulator per process: evaluate them with a single env."""
+    spec = gym.registry.get(env_id)
+    return spec is not None and "retro" in str(spec.entry_point).split(":")[0].rsplit(".", 1)[-1]
+
+
+def evaluate_model(model: Any, env_id: str, env_kwargs: dict[str, Any] | None = None, episodes: int = 10,
+                   seed: int = 0, deterministic: bool = False, max_envs: int = 4) -> list[float]:
+    """Play ``episodes`` whole games and return their true scores.
+
+    The score is ``info["episode"]["r"]`` from the kit's true-score wrapper: the sum of unclipped rewards
+    over all lives, reported only when the real game ends (life losses do not end an evaluation game).
+    Episodes are split evenly over up to ``max_envs`` envs (1 for stable-retro) so short games do not bias
+    the mean.
+    """
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    import retro_atari_kit  # noqa: F401  (registers the IDs)
+
+    kwargs = dict(env_kwargs or {})
+    n = 1 if is_retro_id(env_id) else max(1, min(max_envs, episodes))
+    targets = [episodes // n + (1 if i < episodes % n else 0) for i in range(n)]
+    venv = DummyVecEnv([lambda: gym.make(env_id, **kwargs) for _ in range(n)])
+    try:
+        venv.seed(seed)
+        obs = venv.reset()
+        done_counts = [0] * n
+        scores: list[float] = []
+        state = None
+        starts = np.ones((n,), dtype=bool)
+        while sum(done_counts) < episodes:
+            actions, state = model.predict(obs, state=state, episode_start=starts,
+                                           deterministic=deterministic)
+            obs, _, dones, infos = venv.step(actions)
+            starts = dones
+            for i, info in enumerate(infos):
+                ep = info.get("episode")
+                if ep is not None and done_counts[i] < targets[i]:
+                    scores.append(float(ep["r"]))
+                    done_counts[i] += 1
+        return scores
+    finally:
+        venv.close()
+
+
+def summarize(scores: list[float]) -> dict[str, float]:
+    """mean, std, min, max, episodes."""
+    a = np.asarray(scores, dtype=np.float64)
+    return {"episodes": int(a.size), "mean": float(a.mean()), "std": float(a.std()), "min": float(a.min()),
+            "max": float(a.max())}

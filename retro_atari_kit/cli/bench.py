@@ -1,0 +1,76 @@
+"""``retrokit bench ENV_ID``: env steps/s (random actions) per vector backend."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from retro_atari_kit.cli._common import CliError, positive_int, user_errors
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bench", help="env steps/s per vector backend (random actions)")
+    p.add_argument("env_id")
+    p.add_argument("--n-envs", type=positive_int, nargs="+", default=[4], metavar="N")
+    p.add_argument("--backends", nargs="+", default=None, metavar="NAME",
+                   help="backends to compare (default: every backend the launcher knows)")
+    p.add_argument("--steps", type=positive_int, default=2000, help="vector steps per measurement")
+    p.set_defaults(func=run)
+
+
+def known_backends() -> list[str]:
+    try:
+        from retro_atari_kit.integrations.sb3 import launcher
+    except ImportError:
+        return ["dummy"]
+    for name in ("BACKENDS", "backends", "available_backends"):
+        v = getattr(launcher, name, None)
+        if v is not None:
+            v = v() if callable(v) else v
+            return [b for b in v if b != "auto"]
+    return ["auto"]
+
+
+def measure(env_id: str, backend: str, n_envs: int, steps: int) -> float:
+    """Agent steps per second (all envs) with uniformly random actions, after a short warm-up."""
+    import numpy as np
+
+    from retro_atari_kit.integrations.sb3 import training as T
+
+    cfg = {"env_id": env_id, "n_envs": n_envs, "seed": 0, "env_kwargs": {}, "backend": backend}
+    if backend == "dummy":
+        venv = T._fallback_vec_env(env_id, n_envs, 0, None, {})
+    else:
+        venv = T.make_train_env(cfg, monitor_dir=None)
+    try:
+        venv.reset()
+        rng = np.random.default_rng(0)
+        n_act = venv.action_space.n
+        for _ in range(50):
+            venv.step(rng.integers(0, n_act, size=n_envs))
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            venv.step(rng.integers(0, n_act, size=n_envs))
+        return steps * n_envs / (time.perf_counter() - t0)
+    finally:
+        venv.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    from retro_atari_kit.integrations.sb3 import training as T
+
+    with user_errors():
+        T.check_env_id(args.env_id)
+        T.probe_env(args.env_id, {})
+    backends = args.backends or known_backends()
+    known = known_backends() + ["dummy", "auto"]
+    bad = [b for b in backends if b not in known]
+    if bad:
+        raise CliError(f"unknown backend {bad[0]!r}; choose from {', '.join(sorted(set(known)))}")
+    print(f"{args.env_id}: random actions, {args.steps} vector steps per measurement")
+    for n in args.n_envs:
+        for b in backends:
+            with user_errors():
+                sps = measure(args.env_id, b, n, args.steps)
+            print(f"  backend {b:<12} n_envs {n:<3} {sps:>9.0f} steps/s")
+    return 0

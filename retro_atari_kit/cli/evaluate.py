@@ -1,0 +1,70 @@
+"""``retrokit eval RUN_DIR|MODEL.zip``: true game scores (whole games, unclipped)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from retro_atari_kit.cli._common import CliError, positive_int, user_errors
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("eval", help="true game scores of a trained agent",
+                       description="Play whole games (life losses do not end them, rewards unclipped) and "
+                       "print mean, std, min and max of the true score.")
+    p.add_argument("target", metavar="RUN_DIR|MODEL.zip")
+    p.add_argument("--episodes", type=positive_int, default=10)
+    p.add_argument("--deterministic", action="store_true", help="greedy actions")
+    p.add_argument("--env", default=None, help="env ID (needed for a model file outside a run dir)")
+    p.add_argument("--env-kwarg", dest="env_kwargs", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    p.set_defaults(func=run)
+
+
+def resolve_target(target: str, env: str | None, env_kwargs: dict) -> tuple[str, str, dict, str | None]:
+    """(model path, env id, env kwargs, algo or None); warns on models from outside a kit run dir."""
+    from retro_atari_kit.integrations.sb3 import training as T
+
+    if os.path.isdir(target):
+        cfg = T.load_config(target)
+        path, _ = T.latest_model(target)
+        return path, env or cfg["env_id"], {**cfg.get("env_kwargs", {}), **env_kwargs}, cfg["algo"]
+    if not os.path.isfile(target):
+        raise CliError(f"{target}: no such run dir or model file")
+    run = T.find_run_dir(target)
+    if run is not None:
+        cfg = T.load_config(run)
+        return target, env or cfg["env_id"], {**cfg.get("env_kwargs", {}), **env_kwargs}, cfg["algo"]
+    print(f"retrokit: warning: {target} is not inside a run dir made by retrokit; SB3 model files can carry "
+          "pickled code - only load files you trust", file=sys.stderr)
+    if env is None:
+        raise CliError(f"{target} has no run config; pass --env ENV_ID (e.g. --env RetroKit/Pong-v0)")
+    return target, env, env_kwargs, None
+
+
+def run(args: argparse.Namespace) -> int:
+    from retro_atari_kit.integrations.sb3 import training as T
+    from retro_atari_kit.integrations.sb3.evaluation import evaluate_model, summarize
+
+    with user_errors():
+        kw = T.parse_env_kwargs(args.env_kwargs)
+        path, env_id, env_kwargs, algo = resolve_target(args.target, args.env, kw)
+        T.check_env_id(env_id)
+        T.probe_env(env_id, env_kwargs)
+        model = T.load_model(path, device=args.device, algo=algo)
+    steps = getattr(model, "num_timesteps", None)
+    print(f"evaluating {path} ({steps} steps) on {env_id}: {args.episodes} games, "
+          f"{'deterministic' if args.deterministic else 'stochastic'} actions", file=sys.stderr)
+    scores = evaluate_model(model, env_id, env_kwargs, episodes=args.episodes, seed=args.seed,
+                            deterministic=args.deterministic)
+    s = summarize(scores)
+    if args.json:
+        print(json.dumps({"model": path, "env_id": env_id, "steps": steps, **s, "scores": scores}))
+    else:
+        print(f"true score over {s['episodes']} games: mean {s['mean']:.2f}  std {s['std']:.2f}  "
+              f"min {s['min']:.1f}  max {s['max']:.1f}")
+    return 0

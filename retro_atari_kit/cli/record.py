@@ -1,0 +1,38 @@
+"""``retrokit record RUN_DIR --out agent.mp4``: a full-colour video of the agent playing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from retro_atari_kit.cli._common import positive_int, user_errors
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("record", help="video of the agent playing (mp4, or GIF without ffmpeg)")
+    p.add_argument("target", metavar="RUN_DIR|MODEL.zip")
+    p.add_argument("--out", default="agent.mp4", help="output file (.mp4 or .gif; default agent.mp4)")
+    p.add_argument("--episodes", type=positive_int, default=1)
+    p.add_argument("--deterministic", action="store_true")
+    p.add_argument("--env", default=None, help="env ID (for a model file outside a run dir)")
+    p.add_argument("--max-steps", type=positive_int, default=27_000, help="agent steps per game at most")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from retro_atari_kit.cli.evaluate import resolve_target
+    from retro_atari_kit.integrations.sb3 import training as T
+    from retro_atari_kit.integrations.sb3.recording import record_video
+
+    with user_errors():
+        path, env_id, env_kwargs, algo = resolve_target(args.target, args.env, {})
+        T.probe_env(env_id, env_kwargs)
+        model = T.load_model(path, device=args.device, algo=algo)
+    out, scores = record_video(model, env_id, env_kwargs, args.out, episodes=args.episodes, seed=args.seed,
+                               deterministic=args.deterministic, max_steps=args.max_steps)
+    print(f"wrote {out} ({len(scores)} game(s), true scores {', '.join(f'{s:g}' for s in scores)})",
+          file=sys.stderr)
+    print(out)
+    return 0
