@@ -1,0 +1,34 @@
+"""Hyperparameters for rl-zoo3, one module per algorithm, keyed by every ``RetroKit/`` ID.
+
+::
+
+    python -m rl_zoo3.train --algo ppo --env RetroKit/Pong-v0 --gym-packages retro_atari_kit \\
+        --conf-file retro_atari_kit.integrations.zoo.ppo
+
+The kit's env already is the full DeepMind stack (no-op reset, max-and-skip, episodic life, fire reset,
+84x84 gray, reward clip, 4-frame stack, uint8 channel-first). The zoo adds ``AtariWrapper`` and
+``VecFrameStack`` only for envs whose entry point is ale-py's ``AtariEnv`` or whose hyperparameters name
+``env_wrapper`` / ``frame_stack``; RetroKit IDs have neither, so no second stack is added. See docs/cli.md.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+
+def retrokit_ids() -> list[str]:
+    """Every registered ``RetroKit/`` env ID (importing the package registers them)."""
+    import gymnasium as gym
+
+    import retro_atari_kit  # noqa: F401
+
+    return sorted(k for k in gym.registry if k.startswith("RetroKit/"))
+
+
+def hyperparams_for_all(base: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{env_id: copy of base}`` for every RetroKit ID (the zoo mutates the dict it gets)."""
+    for key in ("env_wrapper", "frame_stack"):
+        if key in base:
+            raise ValueError(f"zoo hyperparameters must not set {key!r}: the kit's env already stacks frames")
+    return {env_id: copy.deepcopy(base) for env_id in retrokit_ids()}
