@@ -1,5 +1,15 @@
 """Which games exist, their IDs and per-game facts. One module per backend: ``ale``, ``retro``."""
 
 from retro_atari_kit.catalog.ale import NAMESPACE, SCORE_CROP_BOXES, AleGame, ale_game, ale_games
+from retro_atari_kit.catalog.retro import RetroGame, retro_game, retro_games
 
-__all__ = ["NAMESPACE", "SCORE_CROP_BOXES", "AleGame", "ale_game", "ale_games"]
+__all__ = [
+    "NAMESPACE",
+    "SCORE_CROP_BOXES",
+    "AleGame",
+    "RetroGame",
+    "ale_game",
+    "ale_games",
+    "retro_game",
+    "retro_games",
+]
