@@ -1,0 +1,188 @@
+"""SB3 launcher: ``make_vec_env("RetroKit/Pong-v0", n_envs=8)`` -> an SB3 ``VecEnv`` on the fast backends.
+
+Observations are channel-first uint8 ``(n_envs, 4, 84, 84)``, so SB3 adds no ``VecTransposeImage``.
+``info["episode"]`` holds the **true** game score (all lives, unclipped) when a real game ends, so SB3's
+``ep_rew_mean`` shows true scores; the same episodes go to ``monitor_dir/<rank>.monitor.csv`` in the
+baselines/SB3 format.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
+
+import retro_atari_kit  # noqa: F401  (registers RetroKit/ IDs)
+from retro_atari_kit.registration import VECTOR_ENTRY_POINT
+
+
+class MonitorCSV:
+    """One ``<rank>.monitor.csv`` per env: ``#{"t_start": ..., "env_id": ...}``, then ``r,l,t`` rows.
+
+    ``r`` is the true game score, ``l`` the episode length in agent steps, ``t`` the wall time in seconds
+    since ``t_start`` (as SB3's ``Monitor`` writes it, so ``stable_baselines3.common.monitor.load_results``
+    and the plotting tools read these files).
+    """
+
+    def __init__(self, monitor_dir: str, env_id: str, num_envs: int):
+        os.makedirs(monitor_dir, exist_ok=True)
+        self.t_start = time.time()
+        self.paths = [os.path.join(monitor_dir, f"{rank}.monitor.csv") for rank in range(num_envs)]
+        self.files = []
+        for path in self.paths:
+            handle = open(path, "w", encoding="utf-8")  # noqa: SIM115  (kept open for the run)
+            handle.write("#" + json.dumps({"t_start": self.t_start, "env_id": env_id}) + "\n")
+            handle.write("r,l,t\n")
+            handle.flush()
+            self.files.append(handle)
+
+    def write(self, rank: int, score: float, length: int) -> None:
+        handle = self.files[rank]
+        handle.write(f"{round(float(score), 6)},{int(length)},{round(time.time() - self.t_start, 6)}\n")
+        handle.flush()
+
+    def close(self) -> None:
+        for handle in self.files:
+            if not handle.closed:
+                handle.close()
+
+
+class KitVecEnv(VecEnv):
+    """SB3 ``VecEnv`` over a retro-atari-kit gymnasium ``VectorEnv`` made with ``autoreset_mode=SAME_STEP``.
+
+    SB3 conventions: ``reset()`` returns observations only and uses the seeds set by ``seed()`` (env
+    ``rank`` gets ``seed + rank``); ``step`` returns ``(obs, rewards, dones, infos)`` where an env that is
+    done is already reset, ``infos[i]["terminal_observation"]`` is its last observation and
+    ``infos[i]["TimeLimit.truncated"]`` tells truncation from termination. ``infos[i]["episode"]``
+    (``{"r", "l", "t"}``, true score) appears only when the real game ends, not on every life loss.
+    """
+
+    def __init__(self, venv: VectorEnv, env_id: str = "", monitor_dir: str | None = None):
+        if venv.metadata.get("autoreset_mode") != AutoresetMode.SAME_STEP:
+            raise ValueError("KitVecEnv needs a VectorEnv made with autoreset_mode=AutoresetMode.SAME_STEP")
+        self.venv = venv
+        self.env_id = env_id
+        self.monitor = MonitorCSV(monitor_dir, env_id, venv.num_envs) if monitor_dir is not None else None
+        self._actions: np.ndarray | None = None
+        self.closed = False
+        super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
+
+    @property
+    def backend(self) -> str:
+        return getattr(self.venv, "backend", type(self.venv).__name__)
+
+    def reset(self) -> np.ndarray:
+        seeds = None if all(s is None for s in self._seeds) else list(self._seeds)
+        options = self._options[0] if self._options and self._options[0] else None
+        obs, _ = self.venv.reset(seed=seeds, options=options)
+        self._reset_seeds()
+        self._reset_options()
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions)
+
+    def step_wait(self) -> VecEnvStepReturn:
+        obs, rewards, terminations, truncations, info = self.venv.step(self._actions)
+        dones = terminations | truncations
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        for i in np.flatnonzero(dones):
+            infos[i]["terminal_observation"] = info["final_obs"][i]
+            infos[i]["TimeLimit.truncated"] = bool(truncations[i] and not terminations[i])
+        if "_episode" in info:
+            episode = info["episode"]
+            for i in np.flatnonzero(info["_episode"]):
+                stats = {"r": float(episode["r"][i]), "l": int(episode["l"][i]), "t": float(episode["t"][i])}
+                infos[i]["episode"] = stats
+                if self.monitor is not None:
+                    self.monitor.write(int(i), stats["r"], stats["l"])
+        return obs, rewards.astype(np.float32), dones, infos
+
+    def close(self) -> None:
+        """Close the backend (workers joined) and the monitor files. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self.venv.close()
+        if self.monitor is not None:
+            self.monitor.close()
+
+    # -- attribute access on the per-env stacks --------------------------------------------------------
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        if attr_name == "render_mode":
+            return [getattr(self.venv, "render_mode", None) for _ in self._get_indices(indices)]
+        values = self.venv.get_attr(attr_name)
+        return [values[i] for i in self._get_indices(indices)]
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        current = list(self.venv.get_attr(attr_name))
+        for i in self._get_indices(indices):
+            current[i] = value
+        self.venv.set_attr(attr_name, current)
+
+    def env_method(
+        self, method_name: str, *method_args, indices: VecEnvIndices = None, **method_kwargs
+    ) -> list[Any]:
+        results = self.venv.call(method_name, *method_args, **method_kwargs)
+        return [results[i] for i in self._get_indices(indices)]
+
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
+        """``Monitor``: True (the kit reports the same ``info["episode"]``, with true scores)."""
+        wrapped = isinstance(wrapper_class, type) and issubclass(Monitor, wrapper_class)
+        return [wrapped for _ in self._get_indices(indices)]
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        return list(self.venv.call("render"))
+
+
+def make_vec_env(
+    env_id: str,
+    n_envs: int | None = None,
+    seed: int | None = 0,
+    backend: str = "auto",
+    monitor_dir: str | None = None,
+    **env_kwargs: Any,
+) -> KitVecEnv:
+    """Make an SB3 ``VecEnv`` of ``n_envs`` copies of ``env_id`` (a ``RetroKit/`` ID) on the fastest backend.
+
+    ``n_envs`` defaults to the CPU count (as baselines did). Env ``rank`` is seeded with ``seed + rank`` on
+    the first ``reset()`` (``seed=None``: unseeded). ``backend`` is ``"auto"``, ``"native"``,
+    ``"subprocess"`` or ``"inprocess"`` (see docs/vectorization.md). With ``monitor_dir``, every finished
+    game is appended to ``monitor_dir/<rank>.monitor.csv`` (true score). ``env_kwargs`` go to every env,
+    as for ``gym.make`` (``noop_max``, ``frame_stack``, ``sticky_actions``, ...).
+    """
+    if n_envs is None:
+        n_envs = os.cpu_count() or 1
+    if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
+        raise ValueError(f"n_envs must be an int >= 1 or None (= CPU count), got {n_envs!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+        raise TypeError(f"seed must be an int or None, got {seed!r}")
+    spec = gym.spec(env_id)
+    if spec.vector_entry_point != VECTOR_ENTRY_POINT:
+        raise ValueError(
+            f"make_vec_env needs a RetroKit/ env ID (e.g. 'RetroKit/Pong-v0'); {env_id!r} is not one. "
+            "For other envs use stable_baselines3.common.env_util.make_vec_env"
+        )
+    venv = gym.make_vec(
+        env_id,
+        num_envs=n_envs,
+        backend=backend,
+        autoreset_mode=AutoresetMode.SAME_STEP,
+        **env_kwargs,
+    )
+    try:
+        vec_env = KitVecEnv(venv, env_id=spec.id, monitor_dir=monitor_dir)
+    except BaseException:
+        venv.close()
+        raise
+    if seed is not None:
+        vec_env.seed(int(seed))
+    return vec_env

@@ -1,0 +1,106 @@
+"""Vectorised backends behind ``gym.make_vec("RetroKit/<id>", num_envs=N)`` (see docs/vectorization.md).
+
+Every ``RetroKit/`` ID registers :func:`make_vector_env` as its ``vector_entry_point``; gymnasium calls it
+as ``make_vector_env(num_envs=N, game=<game>, **kwargs)``. Backends (``backend=`` kwarg):
+
+- ``"native"``: ale-py's ``AtariVectorEnv`` (C++ threads) under a thin numpy layer giving the kit's
+  semantics (ALE games only, and only for kwargs it can express exactly).
+- ``"subprocess"``: one env per worker process, frames through shared memory, stacking in this process.
+- ``"inprocess"``: all envs stepped in this process (debugging).
+- ``"auto"`` (default): ``native`` for ALE games when the kwargs allow it, else ``subprocess``; always
+  ``subprocess`` for stable-retro games (one emulator per process).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gymnasium.vector import AutoresetMode, VectorEnv
+
+from retro_atari_kit.vector._factory import EnvFactory, game_kind, split_frame_stack
+from retro_atari_kit.vector._stacked import StackedVectorEnv
+
+BACKENDS = ("auto", "native", "subprocess", "inprocess")
+
+__all__ = ["BACKENDS", "StackedVectorEnv", "make_vector_env", "resolve_backend"]
+
+
+def resolve_backend(game: str, backend: str = "auto", **kwargs: Any) -> str:
+    """The backend ``make_vector_env`` uses for ``game`` with these env kwargs (no env is created).
+
+    Raises ``ValueError`` for an unknown backend, ``native`` for a stable-retro game, and ``native`` with
+    kwargs ale-py's vector env cannot express exactly (the message names them).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r}")
+    kind = game_kind(game)
+    if kind == "retro":
+        if backend in ("native", "inprocess"):
+            raise ValueError(
+                f"backend={backend!r} is not available for the stable-retro game {game!r}: "
+                "stable-retro allows one emulator per process; use backend='subprocess' (or 'auto')"
+            )
+        return "subprocess"
+    if backend != "auto":
+        if backend == "native":
+            from retro_atari_kit.vector.native_ale import native_incompatibilities
+
+            problems = native_incompatibilities(game, kwargs)
+            if problems:
+                raise ValueError(
+                    f"backend='native' cannot express {'; '.join(problems)}; "
+                    "use backend='subprocess' or 'auto'"
+                )
+        return backend
+    from retro_atari_kit.vector.native_ale import native_incompatibilities
+
+    return "subprocess" if native_incompatibilities(game, kwargs) else "native"
+
+
+def make_vector_env(
+    game: str,
+    num_envs: int = 1,
+    backend: str = "auto",
+    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    start_method: str | None = None,
+    **kwargs: Any,
+) -> VectorEnv:
+    """Build ``num_envs`` copies of the ``game`` stack as one gymnasium ``VectorEnv``.
+
+    ``kwargs`` are the per-env kwargs of ``gym.make`` (``noop_max``, ``frame_stack``, ...). ``backend``
+    picks the implementation (see the module docstring); ``vectorization_mode`` is accepted as an alias
+    of ``backend`` for the kit's own backends. ``autoreset_mode`` is gymnasium's (``NEXT_STEP`` default,
+    or ``SAME_STEP``). ``start_method`` (``"forkserver"`` default, ``"spawn"``, ``"fork"``) applies to the
+    subprocess backend. Observations are uint8 ``(num_envs, frame_stack, 84, 84)`` and equal those of
+    ``num_envs`` ``gym.make`` envs; reset with ``seed=s`` seeds env ``i`` with ``s + i``.
+    """
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+    if "vectorization_mode" in kwargs:
+        backend = kwargs.pop("vectorization_mode")
+    try:
+        autoreset_mode = AutoresetMode(autoreset_mode)
+    except ValueError:
+        raise ValueError(
+            "autoreset_mode must be AutoresetMode.NEXT_STEP ('NextStep') or AutoresetMode.SAME_STEP "
+            f"('SameStep'); got {autoreset_mode!r}"
+        ) from None
+    kind = game_kind(game)
+    if kind == "ale":
+        from retro_atari_kit.envs.ale import validate_ale_kwargs
+
+        validate_ale_kwargs(game, kwargs)  # one clear error here, before any worker starts
+    chosen = resolve_backend(game, backend, **kwargs)
+    if chosen == "native":
+        from retro_atari_kit.vector.native_ale import make_native_vector_env
+
+        return make_native_vector_env(game, num_envs, autoreset_mode, **kwargs)
+    frame_stack, per_env = split_frame_stack(kwargs)
+    factories = [EnvFactory(game, kind, per_env) for _ in range(num_envs)]
+    if chosen == "inprocess":
+        from retro_atari_kit.vector.inprocess import make_inprocess_vector_env
+
+        return make_inprocess_vector_env(factories, frame_stack, autoreset_mode)
+    from retro_atari_kit.vector.subprocess import make_subprocess_vector_env
+
+    return make_subprocess_vector_env(factories, frame_stack, autoreset_mode, start_method)

@@ -1,0 +1,187 @@
+"""The main-process half shared by the per-env backends: frame stacking, autoreset and info batching.
+
+A *driver* owns N per-env stacks built with ``frame_stack=1`` (in this process or in worker processes)
+and exposes their latest single frames in one ``(N, C, H, W)`` uint8 array. :class:`StackedVectorEnv`
+stacks those frames exactly as :class:`retro_atari_kit.wrappers.FrameStack` does, so only one frame per
+env and step has to cross a process boundary.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+Seeds = list[int | None]
+
+
+class Driver(Protocol):
+    """What :class:`StackedVectorEnv` needs from a backend (see ``inprocess.py``, ``subprocess.py``)."""
+
+    num_envs: int
+    frame_space: gym.spaces.Box  # one env's single frame, (C, H, W) uint8
+    action_space: gym.Space  # one env's action space
+    frames: np.ndarray  # (N, C, H, W): the latest frame of every env
+    metadata: dict[str, Any]
+
+    def reset(self, indices: list[int], seeds: Seeds, options: dict | None) -> list[dict]: ...
+
+    def step(
+        self, actions: np.ndarray, reset_mask: np.ndarray, same_step: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict], dict[int, tuple[np.ndarray, dict]]]: ...
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]: ...
+
+    def set_attr(self, name: str, values: list[Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def resolve_seeds(seed: int | list[int | None] | np.ndarray | None, num_envs: int) -> Seeds:
+    """``int s`` -> ``[s, s+1, ..., s+N-1]`` (per-rank seeds); a sequence gives one seed per env."""
+    if seed is None:
+        return [None] * num_envs
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        return [int(seed) + rank for rank in range(num_envs)]
+    seeds = list(seed)
+    if len(seeds) != num_envs:
+        raise ValueError(f"seed must be an int or a sequence of {num_envs} seeds, got {len(seeds)} seeds")
+    return [None if s is None else int(s) for s in seeds]
+
+
+class StackedVectorEnv(VectorEnv):
+    """A gymnasium ``VectorEnv`` over a frame driver, stacking ``frame_stack`` frames in this process.
+
+    Observations equal those of N ``gym.make`` envs: ``(N, k*C, H, W)`` uint8, oldest frame first, the
+    first frame repeated ``k`` times after a reset. Autoreset follows gymnasium's ``autoreset_mode``:
+    ``NEXT_STEP`` (default; the step after an episode end resets that env, ignoring its action, and returns
+    reward 0) or ``SAME_STEP`` (the env is reset within the ending step; ``info["final_obs"]`` and
+    ``info["final_info"]`` hold the last observation and info). ``info["episode"]`` (true game score) is
+    present, with mask ``info["_episode"]``, only for envs whose real game ended on this step.
+    """
+
+    def __init__(self, driver: Driver, frame_stack: int, autoreset_mode: AutoresetMode | str, backend: str):
+        self.driver = driver
+        self.backend = backend
+        self.num_envs = driver.num_envs
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        if self.autoreset_mode == AutoresetMode.DISABLED:
+            raise ValueError("autoreset_mode must be 'NextStep' or 'SameStep'; 'Disabled' is not supported")
+        self.metadata = {**dict(driver.metadata), "autoreset_mode": self.autoreset_mode}
+        self.render_mode = driver.metadata.get("render_mode")
+        channels, height, width = driver.frame_space.shape
+        self.k = frame_stack
+        self.channels = channels
+        self.single_observation_space = gym.spaces.Box(
+            0, 255, (frame_stack * channels, height, width), dtype=np.uint8
+        )
+        self.single_action_space = driver.action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._stacks = np.zeros((self.num_envs, *self.single_observation_space.shape), dtype=np.uint8)
+        self._autoreset = np.zeros(self.num_envs, dtype=bool)
+        self.closed = False
+
+    # -- stacking ----------------------------------------------------------------------------------
+    def _fill(self, index: int | np.ndarray, frame: np.ndarray) -> None:
+        self._stacks[index] = np.tile(frame, (self.k, 1, 1)) if np.ndim(index) == 0 else np.tile(
+            frame, (1, self.k, 1, 1)
+        )
+
+    def _push(self, mask: np.ndarray) -> None:
+        c = self.channels
+        stacks = self._stacks[mask]
+        stacks[:, :-c] = stacks[:, c:]
+        stacks[:, -c:] = self.driver.frames[mask]
+        self._stacks[mask] = stacks
+
+    # -- gymnasium API -----------------------------------------------------------------------------
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
+        """Reset every env (or those in ``options["reset_mask"]``); an int seed gives env i ``seed + i``."""
+        self._check_open()
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        indices = list(range(self.num_envs)) if mask is None else [int(i) for i in np.flatnonzero(mask)]
+        seeds = resolve_seeds(seed, self.num_envs) if mask is None else resolve_seeds(seed, len(indices))
+        env_infos = self.driver.reset(indices, seeds, options or None)
+        infos: dict[str, Any] = {}
+        for i, info in zip(indices, env_infos, strict=True):
+            self._fill(i, self.driver.frames[i])
+            self._autoreset[i] = False
+            infos = self._add_info(infos, info, i)
+        return self._stacks.copy(), infos
+
+    def step(self, actions):
+        self._check_open()
+        actions = np.asarray(actions)
+        same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
+        reset_mask = self._autoreset.copy()
+        step = self.driver.step(actions, reset_mask, same_step)
+        rewards, terminations, truncations, env_infos, finals = step
+        stepped = ~reset_mask
+        infos: dict[str, Any] = {}
+        if finals:
+            c = self.channels
+            for i, (frame, final_info) in finals.items():
+                final_obs = np.concatenate([self._stacks[i, c:], frame], axis=0)
+                infos = self._add_info(infos, {"final_obs": final_obs, "final_info": final_info}, i)
+                if "episode" in final_info:  # the true score stays visible at the top level
+                    infos = self._add_info(infos, {"episode": final_info["episode"]}, i)
+                self._fill(i, self.driver.frames[i])
+                stepped[i] = False
+        if stepped.any():
+            self._push(stepped)
+        for i in np.flatnonzero(reset_mask):
+            self._fill(int(i), self.driver.frames[i])
+        for i, info in enumerate(env_infos):
+            if info:
+                infos = self._add_info(infos, info, i)
+        done = terminations | truncations
+        self._autoreset = done if not same_step else np.zeros(self.num_envs, dtype=bool)
+        return self._stacks.copy(), rewards, terminations, truncations, infos
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call ``name`` on every per-env stack (or read it, if it is not callable)."""
+        self._check_open()
+        return tuple(self.driver.call(name, args, kwargs))
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        return self.call(name)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        self._check_open()
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(f"set_attr needs one value per env ({self.num_envs}), got {len(values)}")
+        self.driver.set_attr(name, list(values))
+
+    def render(self):
+        return self.call("render")
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.driver.close()
+
+    def close(self, **kwargs: Any) -> None:
+        """Shut the backend down (workers terminated and joined). Safe to call more than once."""
+        if self.closed:
+            return
+        self.closed = True
+        self.close_extras(**kwargs)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(f"this {type(self).__name__} ({self.backend} backend) is closed")
+
+    def __del__(self):
+        if not getattr(self, "closed", True):
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(backend={self.backend!r}, num_envs={self.num_envs})"
