@@ -235,6 +235,7 @@ class TrainSpec:
     checkpoint_every: int = 100_000
     save_replay_buffer: bool = False
     backend: str = "auto"
+    command: str = ""
 
 
 def check_env_id(env_id: str) -> None:
@@ -258,6 +259,7 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
     if spec.device not in ("auto", "cpu", "cuda") and not spec.device.startswith("cuda:"):
         raise TrainingError(f"unknown device {spec.device!r}; choose auto, cpu or cuda")
     check_env_id(spec.env_id)
+    extractor_class(spec.network)
     hp = _deep_update(load_preset(algo, spec.preset), spec.overrides)
     allowed = _algo_params(algo) | set(NON_ALGO_KEYS)
     bad = sorted(k for k in hp if k not in allowed)
@@ -286,7 +288,7 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
         "kind": CONFIG_MARKER,
         "kit_version": retro_atari_kit.__version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["retrokit", *sys.argv[1:]]) if sys.argv else "",
+        "command": spec.command,
         "algo": algo,
         "env_id": spec.env_id,
         "network": spec.network,
@@ -844,8 +846,12 @@ def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = p
     return config, run_dir
 
 
-def prepare_resume(run_dir: str, out: Callable[[str], None] = print) -> tuple[dict, str, str]:
-    """Read config + latest checkpoint of ``run_dir``; returns (config, run_dir, checkpoint path)."""
+def prepare_resume(run_dir: str, timesteps: int | None = None,
+                   out: Callable[[str], None] = print) -> tuple[dict, str, str]:
+    """Read config + latest checkpoint of ``run_dir``; returns (config, run_dir, checkpoint path).
+
+    ``timesteps`` sets a new total (recorded in config.yaml); otherwise the run continues to its own total.
+    """
     if not os.path.isdir(run_dir):
         raise TrainingError(f"--resume {run_dir}: no such run dir")
     config = load_config(run_dir)
@@ -857,6 +863,11 @@ def prepare_resume(run_dir: str, out: Callable[[str], None] = print) -> tuple[di
 
     if not zipfile.is_zipfile(path):
         raise TrainingError(f"cannot read checkpoint {path}; delete it to resume from the previous one")
+    if read_steps_of(path) is None:
+        raise TrainingError(f"cannot read checkpoint {path}; delete it to resume from the previous one")
+    if timesteps is not None and timesteps != config["timesteps"]:
+        config["timesteps"] = int(timesteps)
+        atomic_write_text(os.path.join(run_dir, "config.yaml"), yaml.safe_dump(config, sort_keys=False))
     out(describe(config, run_dir))
     out(f"resuming from {path} ({ckpts[-1][0]} steps)")
     return config, run_dir, path

@@ -8,6 +8,7 @@ SB3 is imported lazily inside the commands that need it; this module never impor
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Sequence
 
@@ -45,7 +46,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``retrokit`` with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        argv = list(sys.argv[1:] if argv is None else argv)
+        args = parser.parse_args(argv)
+        args.command_line = shlex.join(["retrokit", *argv])
         if not getattr(args, "command", None):
             parser.print_help()
             return 2

@@ -24,32 +24,19 @@ def all_entries() -> list[tuple[str, str, bool, str]]:
 
 
 def _retro_entries() -> list[tuple[str, str, bool, str]]:
-    try:
-        from retro_atari_kit.catalog import retro as rc
-    except ImportError:
-        return []
-    lister = getattr(rc, "retro_games", None) or getattr(rc, "list_retro_games", None)
-    if lister is None:
-        return []
+    from retro_atari_kit.catalog.retro import retro_games
+    from retro_atari_kit.roms import rom_status
+
+    notes = {
+        "installed": "stable-retro, ROM installed",
+        "ale-py": "stable-retro, ROM from ale-py (installed on first use)",
+        "missing": "stable-retro, ROM missing: retrokit import-roms DIR",
+    }
     out = []
-    for g in lister():
-        env_id = getattr(g, "env_id", None) or str(g)
-        system = str(getattr(g, "system", env_id.rsplit("-", 2)[-2] if "-" in env_id else "?"))
-        status = _rom_status(rc, g)
-        note = "stable-retro" if status else "stable-retro, ROM missing: retrokit import-roms DIR"
-        out.append((env_id, system.lower(), status, note))
+    for g in retro_games():
+        status = rom_status(g)
+        out.append((g.env_id, g.system.lower(), status != "missing", notes.get(status, status)))
     return out
-
-
-def _rom_status(rc, game) -> bool:
-    for attr in ("rom_available", "has_rom", "available"):
-        v = getattr(game, attr, None)
-        if v is not None:
-            return bool(v() if callable(v) else v)
-    fn = getattr(rc, "rom_available", None) or getattr(rc, "has_rom", None)
-    if fn is not None:
-        return bool(fn(game))
-    return False
 
 
 def run(args: argparse.Namespace) -> int:

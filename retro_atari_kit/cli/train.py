@@ -15,7 +15,8 @@ def add_parser(sub) -> None:
     p.add_argument("algo", nargs="?", help="ppo, a2c, dqn (qrdqn with sb3-contrib)")
     p.add_argument("env_id", nargs="?", help="e.g. RetroKit/Pong-v0 (see `retrokit list`)")
     p.add_argument("--network", default="nature", help="nature (default) or impala")
-    p.add_argument("--timesteps", default="1e6", help="agent steps, e.g. 2e6 (default 1e6)")
+    p.add_argument("--timesteps", default=None,
+                   help="total agent steps, e.g. 2e6 (default 1e6; with --resume: a new total)")
     p.add_argument("--n-envs", type=positive_int, default=None, help="parallel envs (default: CPU count)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
@@ -46,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
         if args.algo or args.env_id:
             raise CliError("--resume takes the algo and env from the run's config.yaml; drop ALGO ENV_ID")
         with user_errors():
-            config, run_dir, ckpt = T.prepare_resume(args.resume)
+            total = T.parse_timesteps(args.timesteps) if args.timesteps is not None else None
+            config, run_dir, ckpt = T.prepare_resume(args.resume, timesteps=total)
     else:
         if not args.algo or not args.env_id:
             raise CliError("usage: retrokit train ALGO ENV_ID [options], "
@@ -54,12 +56,12 @@ def run(args: argparse.Namespace) -> int:
         with user_errors():
             spec = T.TrainSpec(
                 algo=args.algo.lower(), env_id=args.env_id, network=args.network.lower(),
-                timesteps=T.parse_timesteps(args.timesteps), n_envs=args.n_envs, seed=args.seed,
+                timesteps=T.parse_timesteps(args.timesteps or "1e6"), n_envs=args.n_envs, seed=args.seed,
                 device=args.device, preset=args.preset, overrides=T.parse_set(args.overrides),
                 env_kwargs=T.parse_env_kwargs(args.env_kwargs), run_dir=args.run_dir,
                 eval_every=args.eval_every, eval_episodes=args.eval_episodes,
                 checkpoint_every=args.checkpoint_every, save_replay_buffer=args.save_replay_buffer,
-                backend=args.backend,
+                backend=args.backend, command=getattr(args, "command_line", ""),
             )
             config, run_dir = T.prepare(spec, force=args.force)
         ckpt = None

@@ -1,0 +1,216 @@
+"""End-to-end tests of the ``retrokit`` command on tiny budgets (real ALE Pong, real SB3 steps)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import zipfile
+
+import pytest
+import yaml
+
+from retro_atari_kit.cli import main
+
+ENV = "RetroKit/Pong-v0"
+TINY = ["--n-envs", "2", "--set", "n_steps=32", "--set", "batch_size=64", "--checkpoint-every", "64"]
+
+
+def _rows(path: str) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory) -> str:
+    run = str(tmp_path_factory.mktemp("runs") / "pong")
+    assert main(["train", "ppo", ENV, "--timesteps", "2.56e2", "--run-dir", run, *TINY]) == 0
+    return run
+
+
+def test_train_writes_the_run_layout(trained_run, capsys):
+    files = set(os.listdir(trained_run))
+    assert {"config.yaml", "model.zip", "checkpoints", "monitor", "progress.csv", "log.txt"} <= files
+    assert any(f.startswith("events.out.tfevents") for f in files)
+    cfg = yaml.safe_load(open(os.path.join(trained_run, "config.yaml")))
+    assert cfg["algo"] == "ppo" and cfg["env_id"] == ENV and cfg["timesteps"] == 256
+    assert cfg["hyperparams"]["n_steps"] == 32 and cfg["n_envs"] == 2
+    rows = _rows(os.path.join(trained_run, "progress.csv"))
+    assert int(rows[-1]["time/total_timesteps"]) == 256
+    monitors = sorted(os.listdir(os.path.join(trained_run, "monitor")))
+    assert monitors == ["0.monitor.csv", "1.monitor.csv"]
+    ckpts = sorted(os.listdir(os.path.join(trained_run, "checkpoints")))
+    assert "model_256_steps.zip" in ckpts and "model_64_steps.zip" in ckpts
+    assert not [f for f in os.listdir(trained_run) if ".tmp" in f]  # atomic writes leave no temporaries
+    from stable_baselines3 import PPO
+
+    model = PPO.load(os.path.join(trained_run, "model.zip"))
+    assert model.num_timesteps == 256
+    assert model.observation_space.shape == (4, 84, 84)
+
+
+def test_train_prints_config_and_memory_estimate(tmp_path, capsys):
+    run = str(tmp_path / "r")
+    assert main(["train", "a2c", ENV, "--timesteps", "40", "--run-dir", run, "--n-envs", "2",
+                 "--checkpoint-every", "0", "--network", "impala"]) == 0
+    out = capsys.readouterr().out
+    assert "algo: a2c" in out and "network: impala" in out
+    assert "estimated RAM" in out and "available" in out
+    assert f"results in {run}" in out
+
+
+def test_eval_reports_true_scores(trained_run, capsys):
+    assert main(["eval", trained_run, "--episodes", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["episodes"] == 1 and result["steps"] == 256
+    # a whole Pong game: 21 points to one side, unclipped true score in [-21, 21], integral
+    assert -21 <= result["mean"] <= 21 and result["mean"] == int(result["mean"])
+    assert result["min"] <= result["mean"] <= result["max"]
+
+
+def test_eval_warns_for_model_outside_run_dir(trained_run, tmp_path, capsys):
+    foreign = tmp_path / "m.zip"
+    foreign.write_bytes(open(os.path.join(trained_run, "model.zip"), "rb").read())
+    assert main(["eval", str(foreign)]) == 2
+    err = capsys.readouterr().err
+    assert "pickled code" in err and "--env" in err
+
+
+def test_plot_writes_png(trained_run, tmp_path, capsys):
+    out = tmp_path / "curves.png"
+    argv = ["plot", trained_run, trained_run, "--x", "episodes", "--smooth", "1", "5", "--out", str(out)]
+    assert main(argv) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_reads_monitor_episodes(tmp_path):
+    from retro_atari_kit.cli.plot import moving_average, read_monitor_csvs
+
+    mon = tmp_path / "monitor"
+    mon.mkdir()
+    head = '#{"t_start": 100.0, "env_id": "x"}\nr,l,t\n'
+    (mon / "0.monitor.csv").write_text(head + "-21,800,5.0\n-19,900,9.0\n")
+    (mon / "1.monitor.csv").write_text('#{"t_start": 101.0, "env_id": "x"}\nr,l,t\n-20,850,6.0\n')
+    d = read_monitor_csvs(str(tmp_path))
+    assert d["r"].tolist() == [-21.0, -20.0, -19.0]  # ordered by wall-clock end time across files
+    assert d["steps"].tolist() == [800, 1650, 2550]
+    assert moving_average(d["r"], 2).tolist() == [-21.0, -20.5, -19.5]
+
+
+def test_record_writes_video(trained_run, tmp_path, capsys):
+    out = tmp_path / "agent.mp4"
+    assert main(["record", trained_run, "--out", str(out), "--max-steps", "60"]) == 0
+    written = capsys.readouterr().out.strip().splitlines()[-1]
+    assert os.path.getsize(written) > 1000
+    import imageio.v3 as iio
+
+    frame = next(iter(iio.imiter(written)))
+    assert frame.ndim == 3 and frame.shape[2] == 3  # full colour
+    assert frame.std(axis=2).max() > 0
+
+
+def test_list_and_bench(capsys):
+    assert main(["list", "--system", "atari2600", "--available"]) == 0
+    out = capsys.readouterr().out
+    assert "RetroKit/Pong-v0" in out and "RetroKit/Pong-Atari2600-v0" in out and "missing" not in out
+    assert main(["bench", ENV, "--n-envs", "2", "--steps", "20"]) == 0
+    assert "steps/s" in capsys.readouterr().out
+
+
+def test_import_roms_reports(tmp_path, capsys):
+    (tmp_path / "notarom.txt").write_text("hello")
+    assert main(["import-roms", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip()
+
+
+def _fails(argv: list[str], capsys, *needles: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("retrokit: error:")
+    for n in needles:
+        assert n in err, err
+
+
+@pytest.mark.parametrize(
+    "argv, needles",
+    [
+        (["train", "sac", ENV], ["unknown algo 'sac'", "ppo"]),
+        (["train", "ppo", "RetroKit/Pongg-v0"], ["unknown env", "RetroKit/Pong-v0"]),
+        (["train", "ppo", ENV, "--network", "resnet"], ["unknown network 'resnet'", "impala"]),
+        (["train", "ppo", ENV, "--preset", "nope"], ["unknown preset 'nope'"]),
+        (["train", "ppo", ENV, "--set", "n_step=5"], ["unknown hyperparameter 'n_step'", "n_steps"]),
+        (["train", "ppo", ENV, "--set", "n_steps"], ["malformed --set", "key=value"]),
+        (["train", "ppo", ENV, "--timesteps", "lots"], ["--timesteps", "2e6"]),
+        (["train", "ppo", ENV, "--env-kwarg", "frame_skipp=3"], ["frame_skipp"]),
+        (["train", "ppo", "RetroKit/SonicTheHedgehog-Genesis-v0"], ["import-roms"]),
+        (["train", "ppo", ENV, "--n-envs", "0"], ["--n-envs"]),
+        (["eval", "/no/such/run"], ["no such run dir"]),
+        (["plot", "/no/such/run"], ["no such run dir"]),
+        (["list", "--system", "amiga"], ["unknown system 'amiga'"]),
+        (["import-roms", "/no/such/dir"], ["no such file or folder"]),
+        (["frobnicate"], ["invalid choice"]),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(argv, needles, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _fails(argv, capsys, *needles)
+    assert not os.path.exists(tmp_path / "runs")  # nothing was created
+
+
+def test_existing_run_dir_is_refused_and_untouched(trained_run, capsys):
+    before = {f: os.path.getmtime(os.path.join(trained_run, f)) for f in os.listdir(trained_run)}
+    _fails(["train", "ppo", ENV, "--run-dir", trained_run], capsys, "exists", "--resume", "--force")
+    assert before == {f: os.path.getmtime(os.path.join(trained_run, f)) for f in os.listdir(trained_run)}
+
+
+def test_unreadable_checkpoint_is_refused(tmp_path, capsys):
+    run = str(tmp_path / "r")
+    assert main(["train", "ppo", ENV, "--timesteps", "64", "--run-dir", run, *TINY]) == 0
+    capsys.readouterr()
+    with open(os.path.join(run, "checkpoints", "model_999999_steps.zip"), "wb") as fh:
+        fh.write(b"garbage")
+    _fails(["train", "--resume", run], capsys, "cannot read checkpoint", "model_999999_steps.zip")
+    assert os.path.getsize(os.path.join(run, "checkpoints", "model_999999_steps.zip")) == 7
+
+
+def test_sigint_saves_checkpoint_and_resume_continues(tmp_path):
+    run = str(tmp_path / "r")
+    cmd = [sys.executable, "-m", "retro_atari_kit.cli", "train", "ppo", ENV, "--timesteps", "1e6",
+           "--run-dir", run, *TINY]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = os.path.join(run, "checkpoints", "model_64_steps.zip")
+        while not os.path.exists(first):  # training is under way once the first checkpoint exists
+            assert proc.poll() is None, proc.communicate()
+            try:
+                proc.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                pass
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert f"resume with: retrokit train --resume {run}" in out
+    from retro_atari_kit.integrations.sb3.training import list_checkpoints
+
+    steps, path = list_checkpoints(run)[-1]
+    assert zipfile.is_zipfile(path) and steps >= 64
+    from stable_baselines3 import PPO
+
+    assert PPO.load(path).num_timesteps == steps
+    # resume to a new total: continues at the checkpoint's step count with the same config
+    assert main(["train", "--resume", run, "--timesteps", str(steps + 128)]) == 0
+    final = PPO.load(os.path.join(run, "model.zip"))
+    assert final.num_timesteps == steps + 128
+    rows = _rows(os.path.join(run, "progress.csv"))
+    totals = [int(r["time/total_timesteps"]) for r in rows]
+    assert totals == sorted(totals) and totals[-1] == steps + 128 and totals[0] <= 64
+    assert os.path.isdir(os.path.join(run, "monitor", "resume-1"))
+    cfg = yaml.safe_load(open(os.path.join(run, "config.yaml")))
+    assert cfg["timesteps"] == steps + 128 and cfg["hyperparams"]["n_steps"] == 32
