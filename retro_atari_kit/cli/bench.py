@@ -13,22 +13,18 @@ def add_parser(sub) -> None:
     p.add_argument("env_id")
     p.add_argument("--n-envs", type=positive_int, nargs="+", default=[4], metavar="N")
     p.add_argument("--backends", nargs="+", default=None, metavar="NAME",
-                   help="backends to compare (default: every backend the launcher knows)")
+                   help="backends to compare (default: every vector backend; 'dummy' = SB3 DummyVecEnv)")
     p.add_argument("--steps", type=positive_int, default=2000, help="vector steps per measurement")
     p.set_defaults(func=run)
 
 
 def known_backends() -> list[str]:
+    """The vector backends to compare (``auto`` is one of them, so it is not repeated)."""
     try:
-        from retro_atari_kit.integrations.sb3 import launcher
+        from retro_atari_kit.vector import BACKENDS
     except ImportError:
         return ["dummy"]
-    for name in ("BACKENDS", "backends", "available_backends"):
-        v = getattr(launcher, name, None)
-        if v is not None:
-            v = v() if callable(v) else v
-            return [b for b in v if b != "auto"]
-    return ["auto"]
+    return [b for b in BACKENDS if b != "auto"]
 
 
 def measure(env_id: str, backend: str, n_envs: int, steps: int) -> float:
@@ -70,7 +66,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.env_id}: random actions, {args.steps} vector steps per measurement")
     for n in args.n_envs:
         for b in backends:
-            with user_errors():
+            try:
                 sps = measure(args.env_id, b, n, args.steps)
+            except ValueError as exc:  # backend not usable for this env / kwargs
+                print(f"  backend {b:<12} n_envs {n:<3} unavailable: {str(exc).splitlines()[0]}")
+                continue
             print(f"  backend {b:<12} n_envs {n:<3} {sps:>9.0f} steps/s")
     return 0
