@@ -1,0 +1,43 @@
+"""rl-zoo3 trains with the kit's stack from ``retro_atari_kit.integrations.zoo`` (no second wrapper stack)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import pytest
+
+import retro_atari_kit  # noqa: F401
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "dqn"])
+def test_hyperparams_cover_every_retrokit_id_without_wrappers(algo):
+    hp = importlib.import_module(f"retro_atari_kit.integrations.zoo.{algo}").hyperparams
+    ids = {k for k in gym.registry if k.startswith("RetroKit/")}
+    assert ids and set(hp) >= ids
+    for params in hp.values():
+        assert params["policy"] == "CnnPolicy"
+        assert "env_wrapper" not in params and "frame_stack" not in params
+    # each ID gets its own dict (the zoo mutates what it reads)
+    a, b = hp["RetroKit/Pong-v0"], hp["RetroKit/Breakout-v0"]
+    assert a == b and a is not b
+
+
+def test_rl_zoo3_trains_a_few_hundred_steps(tmp_path):
+    cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", "RetroKit/Pong-v0",
+           "--gym-packages", "retro_atari_kit", "--conf-file", "retro_atari_kit.integrations.zoo.ppo",
+           "-n", "256", "--hyperparams", "n_envs:2", "n_steps:64", "batch_size:64", "-f", str(tmp_path),
+           "--eval-freq", "-1", "--seed", "0", "--log-interval", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Stacking" not in proc.stdout  # the zoo added no VecFrameStack
+    run = tmp_path / "ppo" / "RetroKit-Pong-v0_1"
+    from stable_baselines3 import PPO
+
+    model = PPO.load(run / "RetroKit-Pong-v0.zip")
+    assert model.num_timesteps == 256
+    assert model.observation_space.shape == (4, 84, 84)  # the kit's stack, once
+    assert sorted(os.listdir(run))[:2] == ["0.monitor.csv", "1.monitor.csv"]
