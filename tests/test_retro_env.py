@@ -173,6 +173,14 @@ def test_named_and_user_action_sets():
         assert env.get_wrapper_attr("get_action_meanings")()[15] == "DOWN+A"
     finally:
         env.close()
+    env = make_retro_env("Airstriker-Genesis", action_set=[["A", "B", "C"], ["START"]])
+    try:  # user combos are pressed exactly as listed, not filtered away by stable-retro
+        raw = env.unwrapped
+        for index, combo in enumerate([["A", "B", "C"], ["START"]]):
+            pressed = raw.action_to_array(env.get_wrapper_attr("action")(index))[0]
+            assert sorted(raw.buttons[i] for i in np.flatnonzero(pressed)) == sorted(combo)
+    finally:
+        env.close()
     env = make_retro_env("Pong-Atari2600", action_set=[[], ["UP"], ["DOWN", "BUTTON"]])
     try:
         assert env.action_space == gym.spaces.Discrete(3)

@@ -159,9 +159,7 @@ def make_retro_env(game: str, **kwargs: Any) -> gym.Env:
         retro_env = stable_retro.RetroEnv(
             info.folder,
             state=cfg["state"] if cfg["state"] is not None else stable_retro.State.DEFAULT,
-            use_restricted_actions=stable_retro.Actions.DISCRETE
-            if discrete
-            else stable_retro.Actions.FILTERED,
+            use_restricted_actions=stable_retro.Actions.DISCRETE if discrete else stable_retro.Actions.ALL,
             players=cfg["players"],
             inttype=inttype,
             render_mode=cfg["render_mode"],

@@ -73,6 +73,7 @@ class DiscreteActions(gym.ActionWrapper):
 
     Action ``a`` holds, for player ``p``, the buttons of combo ``(a // n**p) % n`` (player 1 is the least
     significant digit, as in stable-retro's own discrete actions). Buttons not in the combo are released.
+    The retro env should use ``Actions.ALL`` so that every combo is pressed exactly as listed.
     """
 
     def __init__(self, env: gym.Env, combos: Sequence[Sequence[str]], players: int = 1):
