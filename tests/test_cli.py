@@ -214,3 +214,27 @@ def test_sigint_saves_checkpoint_and_resume_continues(tmp_path):
     assert os.path.isdir(os.path.join(run, "monitor", "resume-1"))
     cfg = yaml.safe_load(open(os.path.join(run, "config.yaml")))
     assert cfg["timesteps"] == steps + 128 and cfg["hyperparams"]["n_steps"] == 32
+
+
+def test_dqn_resume_restores_replay_buffer(tmp_path, capsys):
+    run = str(tmp_path / "dqn")
+    argv = ["train", "dqn", ENV, "--timesteps", "200", "--run-dir", run, "--n-envs", "2", "--set",
+            "buffer_size=1000", "--set", "learning_starts=50", "--checkpoint-every", "100",
+            "--save-replay-buffer"]
+    assert main(argv) == 0
+    assert os.path.exists(os.path.join(run, "checkpoints", "replay_buffer.pkl"))
+    capsys.readouterr()
+    assert main(["train", "--resume", run, "--timesteps", "300"]) == 0
+    out = capsys.readouterr().out
+    assert "replay buffer restored" in out and "resuming from" in out
+    from stable_baselines3 import DQN
+
+    model = DQN.load(os.path.join(run, "model.zip"))
+    assert 300 <= model.num_timesteps < 300 + 8  # whole train_freq rounds of 4 steps x 2 envs
+
+
+def test_memory_estimate_refuses_oversized_replay_buffer(tmp_path, capsys):
+    run = tmp_path / "big"
+    _fails(["train", "dqn", ENV, "--set", "buffer_size=100000000", "--run-dir", str(run)], capsys,
+           "RAM", "buffer_size", "--force")
+    assert not run.exists()
