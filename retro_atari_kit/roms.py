@@ -176,7 +176,14 @@ def ensure_rom(game: RetroGame | str) -> Path:
         return existing
     source = ale_source(game)
     if source is not None:
-        path = install_rom(game, source.read_bytes())
+        try:
+            path = install_rom(game, source.read_bytes())
+        except OSError as exc:
+            raise RomNotFoundError(
+                f"{game.env_id}: could not install ale-py's {source.name} as the {game.name} ROM into "
+                f"{game.path} ({exc.strerror or exc}); make stable-retro's data folder writable or point "
+                "RETRO_DATA_PATH at a writable copy of it"
+            ) from exc
         print(
             f"retro-atari-kit: installed the {game.name} ROM from ale-py ({source.name}) into {path} "
             "(once; later runs use it directly)",

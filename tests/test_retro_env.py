@@ -115,12 +115,20 @@ def test_spaces_shapes_and_dtypes(game):
 
 def test_kwargs_shape_the_stack():
     env = make_retro_env(
-        "Pong-Atari2600", frame_stack=2, screen_size=64, grayscale=False, crop_score=True, state="Start"
+        "Pong-Atari2600",
+        frame_stack=2,
+        screen_size=64,
+        grayscale=False,
+        crop_score=True,
+        state="Start",
+        render_mode="rgb_array",
     )
     try:
         assert env.observation_space.shape == (6, 64, 64)
         obs, _ = env.reset(seed=1)
         assert obs.shape == (6, 64, 64) and obs.dtype == np.uint8
+        frame = env.render()
+        assert frame.shape == (210, 160, 3) and frame.dtype == np.uint8
     finally:
         env.close()
 
