@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from retro_atari_kit.catalog.retro import INTEGRATIONS, RetroGame, retro_data_dir, retro_game, retro_games
+from retro_atari_kit.catalog.retro import (
+    INTEGRATIONS,
+    RetroGame,
+    _retro_games,
+    retro_data_dir,
+    retro_game,
+    retro_games,
+)
 
 MAX_ROM_BYTES = 0x2000000  # 32 MiB, stable-retro's largest supported game
 IMPORT_COMMAND = "retrokit import-roms DIR"
@@ -209,15 +216,10 @@ def missing_rom_message(game: RetroGame | str) -> str:
 
 @lru_cache(maxsize=4)
 def _known_hashes(data_dir: str) -> dict[str, tuple[RetroGame, ...]]:
-    del data_dir  # cache key only: the catalog reads the same directory
     known: dict[str, list[RetroGame]] = {}
-    seen: set[tuple[str, str]] = set()
     for integration in INTEGRATIONS:
-        # each set on its own, so games present in several sets get the ROM in each folder
-        for game in retro_games((integration,)):
-            if (game.integration, game.folder) in seen:
-                continue
-            seen.add((game.integration, game.folder))
+        # each set on its own, so a game present in several sets gets the ROM in each of its folders
+        for game in _retro_games((integration,), data_dir):
             try:
                 shas = game.expected_sha1s()
             except OSError:
