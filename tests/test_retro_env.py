@@ -369,3 +369,17 @@ def test_make_vec_runs_one_emulator_per_subprocess():
         venv.close()
     env = gym.make("RetroKit/Pong-Atari2600-v0")  # the main process still has its emulator slot free
     env.close()
+
+
+def test_sb3_ppo_trains_a_few_steps_on_the_uint8_stack():
+    from stable_baselines3 import PPO
+
+    env = gym.make("RetroKit/Pong-Atari2600-v0")
+    try:
+        model = PPO("CnnPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu")
+        assert model.observation_space.dtype == np.uint8
+        model.learn(total_timesteps=64)
+        action, _ = model.predict(env.reset(seed=1)[0], deterministic=True)
+        assert env.action_space.contains(int(action))
+    finally:
+        env.close()
