@@ -88,8 +88,8 @@ def _claim_emulator(env_id: str) -> None:
 
 
 def validate_retro_kwargs(game: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Fill defaults and validate; returns the resolved kwargs (``crop_score`` as a box or None, and
-    ``action_set`` as ``"discrete"`` or a list of button combos, checked later against the console)."""
+    """Fill defaults and validate without starting an emulator; returns the resolved kwargs (``crop_score``
+    as a box or None, ``action_set`` as ``"discrete"`` or a list of combos checked against the console)."""
     env_id = retro_game(game).env_id
     reject_unknown(env_id, kwargs, DEFAULTS)
     cfg = {**DEFAULTS, **kwargs}
