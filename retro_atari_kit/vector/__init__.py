@@ -90,6 +90,10 @@ def make_vector_env(
         from retro_atari_kit.envs.ale import validate_ale_kwargs
 
         validate_ale_kwargs(game, kwargs)  # one clear error here, before any worker starts
+    else:
+        from retro_atari_kit.envs.retro import validate_retro_kwargs
+
+        validate_retro_kwargs(game, kwargs)
     chosen = resolve_backend(game, backend, **kwargs)
     if chosen == "native":
         from retro_atari_kit.vector.native_ale import make_native_vector_env
