@@ -1,0 +1,155 @@
+"""Shared-memory subprocess backend: start methods, stable-retro, dead workers, clean shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import gymnasium as gym
+import numpy as np
+import psutil
+import pytest
+
+from retro_atari_kit.vector import make_vector_env
+from retro_atari_kit.vector.subprocess import WorkerDiedError
+
+
+def gone(pid: int) -> bool:
+    """True when ``pid`` no longer exists (a zombie still exists: it has not been reaped)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_DEAD
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
+def test_start_methods_give_gym_make_observations(start_method):
+    venv = make_vector_env("Pong", num_envs=1, backend="subprocess", start_method=start_method)
+    try:
+        obs, _ = venv.reset(seed=5)
+        obs2, *_ = venv.step(np.array([3]))
+    finally:
+        venv.close()
+    env = gym.make("RetroKit/Pong-v0")
+    ref, _ = env.reset(seed=5)
+    ref2, *_ = env.step(3)
+    env.close()
+    np.testing.assert_array_equal(obs[0], ref)
+    np.testing.assert_array_equal(obs2[0], ref2)
+
+
+def test_dead_worker_raises_error_naming_rank_and_leaves_no_processes():
+    venv = gym.make_vec("RetroKit/Pong-v0", num_envs=3, backend="subprocess")
+    pids = venv.worker_pids
+    venv.reset(seed=0)
+    venv.step(np.zeros(3, dtype=np.int64))
+    os.kill(pids[1], signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(WorkerDiedError, match="env rank 1") as err:
+        for _ in range(100):  # the very next step notices; the loop only guards against a pass
+            venv.step(np.zeros(3, dtype=np.int64))
+    assert err.value.rank == 1
+    assert "signal 9" in str(err.value)
+    assert time.monotonic() - start < 5
+    with pytest.raises(WorkerDiedError):  # stays broken, no hang
+        venv.step(np.zeros(3, dtype=np.int64))
+    venv.close()
+    venv.close()  # idempotent
+    assert all(gone(pid) for pid in pids)
+
+
+def test_close_is_idempotent_and_reaps_workers():
+    venv = gym.make_vec("RetroKit/Breakout-v0", num_envs=2, backend="subprocess")
+    pids = venv.worker_pids
+    venv.reset(seed=0)
+    venv.close()
+    venv.close()
+    assert all(gone(pid) for pid in pids)
+    with pytest.raises(RuntimeError, match="closed"):
+        venv.step(np.zeros(2, dtype=np.int64))
+
+
+def test_ctrl_c_in_main_process_shuts_workers_down(tmp_path):
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        import gymnasium as gym
+        import retro_atari_kit  # noqa: F401
+
+        if __name__ == "__main__":
+            venv = gym.make_vec("RetroKit/Pong-v0", num_envs=2, backend="subprocess")
+            venv.reset(seed=0)
+            print(*venv.worker_pids, flush=True)
+            try:
+                while True:
+                    venv.step(np.zeros(2, dtype=np.int64))
+            except KeyboardInterrupt:
+                print("interrupted", venv.closed, flush=True)
+                sys.exit(3)
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 3
+    assert "interrupted True" in out
+    deadline = time.monotonic() + 5
+    while not all(gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(gone(pid) for pid in pids)
+
+
+def test_worker_construction_error_is_reported_clearly():
+    with pytest.raises(ValueError, match="crop_score"):
+        make_vector_env("Pong", num_envs=2, backend="subprocess", crop_score=(0, 500, 0, 160))
+
+
+def test_retro_pong_matches_gym_make_per_rank():
+    """stable-retro: one worker per env; env i replays as gym.make(...).reset(seed=3 + i)."""
+    actions = np.random.default_rng(0).integers(0, 6, size=(60, 2))
+    venv = gym.make_vec("RetroKit/Pong-Atari2600-v0", num_envs=2)
+    try:
+        assert venv.backend == "subprocess"
+        obs, _ = venv.reset(seed=3)
+        trajectory = [obs]
+        rewards = []
+        for action in actions:
+            obs, reward, terms, truncs, _ = venv.step(action)
+            assert not (terms.any() or truncs.any())
+            trajectory.append(obs)
+            rewards.append(reward)
+    finally:
+        venv.close()
+    for i in range(2):
+        env = gym.make("RetroKit/Pong-Atari2600-v0")  # one emulator in this process at a time
+        try:
+            ref, _ = env.reset(seed=3 + i)
+            np.testing.assert_array_equal(trajectory[0][i], ref)
+            for t, action in enumerate(actions):
+                ref, reward, *_ = env.step(int(action[i]))
+                np.testing.assert_array_equal(trajectory[t + 1][i], ref, err_msg=f"env {i} step {t}")
+                assert rewards[t][i] == reward
+        finally:
+            env.close()
+
+
+def test_retro_airstriker_vector_env():
+    venv = gym.make_vec("RetroKit/Airstriker-Genesis-v0", num_envs=2, backend="auto")
+    try:
+        obs, _ = venv.reset(seed=0)
+        assert obs.shape == (2, 4, 84, 84) and obs.dtype == np.uint8
+        obs, rewards, *_ = venv.step(venv.action_space.sample())
+        assert obs.shape == (2, 4, 84, 84)
+    finally:
+        venv.close()
