@@ -113,7 +113,9 @@ def test_same_step_autoreset_final_obs(backend):
     kwargs = {"noop_max": 0, "max_episode_steps": 10}
     actions = np.zeros((12, 2), dtype=np.int64)
     first, steps = reference_run("RetroKit/Pong-v0", 2, 7, actions, **kwargs)
-    venv = make_vector_env("Pong", num_envs=2, backend=backend, autoreset_mode=AutoresetMode.SAME_STEP, **kwargs)
+    venv = make_vector_env(
+        "Pong", num_envs=2, backend=backend, autoreset_mode=AutoresetMode.SAME_STEP, **kwargs
+    )
     try:
         assert venv.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
         venv.reset(seed=7)
