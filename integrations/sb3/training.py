@@ -353,8 +353,46 @@ def extractor_class(network: str) -> type:
             from stable_baselines3.common.torch_layers import NatureCNN
 
             return NatureCNN
-        raise TrainingError("network 'impala' needs retro_atari_kit.integrations.sb3.extractors") from None
+        return _fallback_impala()
     return getattr(extractors, {"nature": "NatureCNN", "impala": "ImpalaCNN"}[network])
+
+
+def _fallback_impala() -> type:
+    """IMPALA CNN as an SB3 extractor, used only when the kit's extractors module is absent (older checkout).
+
+    Per depth in (16, 32, 32): conv3x3, maxpool 3 stride 2, two residual blocks (relu-conv-relu-conv +
+    skip); then relu, fc 256, relu. SB3 has already scaled uint8 images to [0, 1].
+    """
+    import torch
+    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+    from torch import nn
+
+    class _Residual(nn.Module):
+        def __init__(self, ch: int):
+            super().__init__()
+            self.c0 = nn.Conv2d(ch, ch, 3, padding=1)
+            self.c1 = nn.Conv2d(ch, ch, 3, padding=1)
+
+        def forward(self, x):
+            return x + self.c1(torch.relu(self.c0(torch.relu(x))))
+
+    class FallbackImpalaCNN(BaseFeaturesExtractor):
+        def __init__(self, observation_space, features_dim: int = 256, depths=(16, 32, 32)):
+            super().__init__(observation_space, features_dim)
+            layers, ch = [], observation_space.shape[0]
+            for d in depths:
+                layers += [nn.Conv2d(ch, d, 3, padding=1), nn.MaxPool2d(3, 2, padding=1), _Residual(d),
+                           _Residual(d)]
+                ch = d
+            self.cnn = nn.Sequential(*layers, nn.ReLU(), nn.Flatten())
+            with torch.no_grad():
+                n = self.cnn(torch.zeros(1, *observation_space.shape)).shape[1]
+            self.fc = nn.Sequential(nn.Linear(n, features_dim), nn.ReLU())
+
+        def forward(self, x):
+            return self.fc(self.cnn(x.float()))
+
+    return FallbackImpalaCNN  # defined locally: cloudpickle stores it by value in the model zip
 
 
 def algo_kwargs(config: dict[str, Any]) -> dict[str, Any]:
