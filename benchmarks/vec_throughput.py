@@ -1,0 +1,237 @@
+"""Vectorised env throughput: retro-atari-kit backends against their peers, side by side in one run.
+
+Atari: Pong, DeepMind-style stack (84x84 gray, frame stack 4, frame skip 4), random actions, N envs:
+
+- kit ``gym.make_vec("RetroKit/Pong-v0")`` with ``backend="auto"`` (native) and ``backend="subprocess"``
+- SB3 ``make_atari_env`` + ``SubprocVecEnv`` + ``VecFrameStack(4)``; SB3 ``DummyVecEnv`` + ``VecFrameStack``
+- gymnasium ``AsyncVectorEnv`` over ``AtariPreprocessing`` + ``FrameStackObservation(4)``
+- raw ale-py ``AtariVectorEnv`` (its own preprocessing, no kit semantics)
+- EnvPool ``Pong-v5`` (if installed)
+
+Retro: ``RetroKit/Pong-Atari2600-v0`` (2 and 4 envs) against SB3 ``SubprocVecEnv`` + ``VecFrameStack`` over a
+plain stable-retro stack (discrete actions, 4-frame skip with 0.25 sticky first frame, SB3 ``WarpFrame``,
+``ClipRewardEnv``).
+
+Run by hand, never in CI::
+
+    /work/venv/bin/python benchmarks/vec_throughput.py             # full table
+    /work/venv/bin/python benchmarks/vec_throughput.py --quick     # fewer steps, N in {1, 4}
+
+Prints env steps per second (N envs x vector steps / wall seconds) and ratios against SB3 SubprocVecEnv
+and raw AtariVectorEnv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+
+
+class _Runner:
+    """Uniform reset/step/close over gymnasium VectorEnvs, SB3 VecEnvs and EnvPool."""
+
+    def __init__(self, env, kind: str, n_actions: int):
+        self.env, self.kind, self.n_actions = env, kind, n_actions
+
+    def reset(self) -> None:
+        if self.kind == "sb3":
+            self.env.reset()
+        else:
+            self.env.reset(seed=0)
+
+    def step(self, actions: np.ndarray) -> None:
+        self.env.step(actions)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+# -- Atari contenders ----------------------------------------------------------------------------------
+def kit(backend: str, env_id: str = "RetroKit/Pong-v0") -> Callable[[int], _Runner]:
+    def make(n: int) -> _Runner:
+        import retro_atari_kit  # noqa: F401
+
+        venv = gym.make_vec(env_id, num_envs=n, backend=backend)
+        return _Runner(venv, "gym", venv.single_action_space.n)
+
+    return make
+
+
+def _pong_no_frameskip(**kwargs) -> gym.Env:
+    """``PongNoFrameskip-v4``, registering ale-py's IDs first (subprocess workers start without them)."""
+    import ale_py
+
+    gym.register_envs(ale_py)
+    return gym.make("PongNoFrameskip-v4", **kwargs)
+
+
+def sb3_atari(vec_cls_name: str) -> Callable[[int], _Runner]:
+    def make(n: int) -> _Runner:
+        from stable_baselines3.common.env_util import make_atari_env
+        from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack
+
+        vec_cls = {"subproc": SubprocVecEnv, "dummy": DummyVecEnv}[vec_cls_name]
+        venv = VecFrameStack(make_atari_env(_pong_no_frameskip, n_envs=n, seed=0, vec_env_cls=vec_cls), 4)
+        return _Runner(venv, "sb3", venv.action_space.n)
+
+    return make
+
+
+def _gym_atari_env() -> gym.Env:
+    import ale_py
+
+    gym.register_envs(ale_py)
+    env = gym.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.0)
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
+                                          terminal_on_life_loss=True, grayscale_obs=True)
+    return gym.wrappers.FrameStackObservation(env, 4)
+
+
+def gym_async(n: int) -> _Runner:
+    venv = gym.vector.AsyncVectorEnv([_gym_atari_env for _ in range(n)])
+    return _Runner(venv, "gym", venv.single_action_space.n)
+
+
+def raw_ale(n: int) -> _Runner:
+    from ale_py.vector_env import AtariVectorEnv
+
+    venv = AtariVectorEnv("pong", n)
+    return _Runner(venv, "gym", venv.single_action_space.n)
+
+
+def envpool_pong(n: int) -> _Runner:
+    import envpool
+
+    venv = envpool.make_gymnasium("Pong-v5", num_envs=n, batch_size=n)
+    return _Runner(venv, "gym", venv.action_space.n)
+
+
+# -- retro contenders ----------------------------------------------------------------------------------
+class _StickyFrameSkip(gym.Wrapper):
+    """Repeat each action 4 times; on the first frame keep the previous action with probability 0.25."""
+
+    def __init__(self, env: gym.Env, skip: int = 4, sticky: float = 0.25):
+        super().__init__(env)
+        self.skip, self.sticky = skip, sticky
+        self.prev = None
+        self.rng = np.random.default_rng(0)
+
+    def reset(self, **kwargs):
+        self.prev = None
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        total = 0.0
+        for i in range(self.skip):
+            taken = action
+            if i == 0 and self.prev is not None and self.rng.random() < self.sticky:
+                taken = self.prev
+            obs, reward, terminated, truncated, info = self.env.step(taken)
+            total += float(reward)
+            if terminated or truncated:
+                break
+        self.prev = action
+        return obs, total, terminated, truncated, info
+
+
+def _plain_retro_env() -> gym.Env:
+    import stable_retro
+    from stable_baselines3.common.atari_wrappers import ClipRewardEnv, WarpFrame
+
+    from retro_atari_kit.roms import ensure_rom
+
+    ensure_rom("Pong-Atari2600")  # setup only: installs ale-py's ROM into stable-retro's data folder once
+    env = stable_retro.make("Pong-Atari2600-v0", render_mode=None,
+                            use_restricted_actions=stable_retro.Actions.DISCRETE)
+    return ClipRewardEnv(WarpFrame(_StickyFrameSkip(env)))
+
+
+def sb3_retro(n: int) -> _Runner:
+    from stable_baselines3.common.vec_env import SubprocVecEnv, VecFrameStack
+
+    venv = VecFrameStack(SubprocVecEnv([_plain_retro_env for _ in range(n)]), 4)
+    return _Runner(venv, "sb3", venv.action_space.n)
+
+
+# -- measurement ---------------------------------------------------------------------------------------
+def measure(factory: Callable[[int], _Runner], n: int, steps: int, warmup: int = 50) -> float:
+    runner = factory(n)
+    try:
+        actions = np.random.default_rng(0).integers(0, runner.n_actions, size=(steps + warmup, n))
+        runner.reset()
+        for t in range(warmup):
+            runner.step(actions[t])
+        start = time.perf_counter()
+        for t in range(warmup, warmup + steps):
+            runner.step(actions[t])
+        return n * steps / (time.perf_counter() - start)
+    finally:
+        runner.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer steps, N in {1, 4}")
+    parser.add_argument("--env-steps", type=int, default=8000, help="env steps per measurement (all N envs)")
+    parser.add_argument("--skip-retro", action="store_true")
+    args = parser.parse_args()
+    sizes = [1, 4] if args.quick else [1, 2, 4, 8]
+    env_steps = 2000 if args.quick else args.env_steps
+
+    atari: dict[str, Callable[[int], _Runner]] = {
+        "kit auto (native)": kit("auto"),
+        "kit subprocess": kit("subprocess"),
+        "SB3 SubprocVecEnv+VecFrameStack": sb3_atari("subproc"),
+        "SB3 DummyVecEnv+VecFrameStack": sb3_atari("dummy"),
+        "gymnasium AsyncVectorEnv": gym_async,
+        "ale-py AtariVectorEnv (raw)": raw_ale,
+    }
+    try:
+        import envpool  # noqa: F401
+
+        atari["EnvPool"] = envpool_pong
+    except ImportError:
+        print("EnvPool not installed: skipped (pip install envpool)")
+
+    results: dict[tuple[str, int], float] = {}
+    print(f"Pong, random actions, {env_steps} env steps per cell, env steps/s")
+    for n in sizes:
+        for name, factory in atari.items():
+            results[name, n] = measure(factory, n, max(env_steps // n, 100))
+            print(f"  N={n} {name:34s} {results[name, n]:8.0f}", flush=True)
+
+    header = f"| contender | {' | '.join(f'N={n}' for n in sizes)} |"
+    print("\n" + header + "\n|" + "---|" * (len(sizes) + 1))
+    for name in atari:
+        print(f"| {name} | " + " | ".join(f"{results[name, n]:,.0f}" for n in sizes) + " |")
+    for n in sizes:
+        kit_native = results["kit auto (native)", n]
+        print(f"N={n}: kit/SB3-Subproc {kit_native / results['SB3 SubprocVecEnv+VecFrameStack', n]:.2f}x, "
+              f"kit/raw AtariVectorEnv {kit_native / results['ale-py AtariVectorEnv (raw)', n]:.2f}x, "
+              f"kit subprocess/SB3-Subproc "
+              f"{results['kit subprocess', n] / results['SB3 SubprocVecEnv+VecFrameStack', n]:.2f}x")
+
+    if args.skip_retro:
+        return
+    print("\nRetro Pong-Atari2600, random actions, env steps/s")
+    retro: dict[str, Callable[[int], _Runner]] = {
+        "kit RetroKit/Pong-Atari2600-v0": kit("auto", "RetroKit/Pong-Atari2600-v0"),
+        "SB3 SubprocVecEnv+VecFrameStack (plain retro)": sb3_retro,
+    }
+    for n in (2, 4):
+        for name, factory in retro.items():
+            results[name, n] = measure(factory, n, max(env_steps // (2 * n), 100))
+            print(f"  N={n} {name:46s} {results[name, n]:8.0f}", flush=True)
+        ratio = results["kit RetroKit/Pong-Atari2600-v0", n] / results[
+            "SB3 SubprocVecEnv+VecFrameStack (plain retro)", n]
+        print(f"N={n}: kit/SB3-Subproc {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
