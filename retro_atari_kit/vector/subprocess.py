@@ -58,7 +58,7 @@ def _worker(rank: int, conn: Connection, parent_end: Connection | None, factory:
         meta["render_mode"] = env.render_mode
         conn.send(("ok", (env.observation_space, env.action_space, meta)))
         cmd, shm_name = conn.recv()
-        shm = SharedMemory(name=shm_name)
+        shm = _attach_untracked(shm_name)
         shape = env.observation_space.shape
         offset = 2 * rank * int(np.prod(shape))
         frames = np.ndarray((2, *shape), dtype=np.uint8, buffer=shm.buf, offset=offset)
@@ -110,6 +110,22 @@ def _worker(rank: int, conn: Connection, parent_end: Connection | None, factory:
             conn.close()
         except OSError:
             pass
+
+
+def _attach_untracked(name: str) -> SharedMemory:
+    """Attach to the main process's segment without registering it with a resource tracker.
+
+    Python < 3.13 registers every attached segment; the main process owns and unlinks it, so a worker's
+    registration only produces false "leaked shared_memory" warnings (spawn) or a double unlink.
+    """
+    from multiprocessing import resource_tracker
+
+    register = resource_tracker.register
+    resource_tracker.register = lambda *args, **kwargs: None  # this worker process only
+    try:
+        return SharedMemory(name=name)
+    finally:
+        resource_tracker.register = register
 
 
 def _picklable(exc: BaseException) -> BaseException:
