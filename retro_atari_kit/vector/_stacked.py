@@ -93,6 +93,10 @@ class StackedVectorEnv(VectorEnv):
 
     def _push(self, mask: np.ndarray) -> None:
         c = self.channels
+        if mask.all():  # the common case: shift in place (numpy buffers the overlapping copy)
+            self._stacks[:, :-c] = self._stacks[:, c:]
+            self._stacks[:, -c:] = self.driver.frames
+            return
         stacks = self._stacks[mask]
         stacks[:, :-c] = stacks[:, c:]
         stacks[:, -c:] = self.driver.frames[mask]
@@ -136,12 +140,27 @@ class StackedVectorEnv(VectorEnv):
             self._push(stepped)
         for i in np.flatnonzero(reset_mask):
             self._fill(int(i), self.driver.frames[i])
-        for i, info in enumerate(env_infos):
-            if info:
-                infos = self._add_info(infos, info, i)
+        infos = self._batch_infos(infos, env_infos)
         done = terminations | truncations
         self._autoreset = done if not same_step else np.zeros(self.num_envs, dtype=bool)
         return self._stacks.copy(), rewards, terminations, truncations, infos
+
+    def _batch_infos(self, infos: dict[str, Any], env_infos: list[dict]) -> dict[str, Any]:
+        """``VectorEnv._add_info`` for every env, with a fast path for scalar keys that every env has."""
+        common = set(env_infos[0]).intersection(*env_infos[1:]) if env_infos else set()
+        fast = [
+            key for key in common
+            if key not in infos and all(type(info[key]) in (int, float, bool) for info in env_infos)
+        ]
+        for key in fast:
+            infos[key] = np.array([info[key] for info in env_infos])
+            infos[f"_{key}"] = np.ones(self.num_envs, dtype=bool)
+        fast_set = set(fast)
+        for i, info in enumerate(env_infos):
+            rest = {k: v for k, v in info.items() if k not in fast_set}
+            if rest:
+                infos = self._add_info(infos, rest, i)
+        return infos
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call ``name`` on every per-env stack (or read it, if it is not callable)."""
