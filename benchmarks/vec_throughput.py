@@ -17,8 +17,9 @@ Run by hand, never in CI::
     /work/venv/bin/python benchmarks/vec_throughput.py             # full table
     /work/venv/bin/python benchmarks/vec_throughput.py --quick     # fewer steps, N in {1, 4}
 
-Prints env steps per second (N envs x vector steps / wall seconds) and ratios against SB3 SubprocVecEnv
-and raw AtariVectorEnv.
+Prints env steps per second (N envs x vector steps / wall seconds; the median of ``--repeats``
+measurements taken round-robin across contenders) and ratios against SB3 SubprocVecEnv and raw
+AtariVectorEnv.
 """
 
 from __future__ import annotations
@@ -179,6 +180,8 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="fewer steps, N in {1, 4}")
     parser.add_argument("--env-steps", type=int, default=8000, help="env steps per measurement (all N envs)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="measurements per cell, interleaved across contenders; the median is reported")
     parser.add_argument("--skip-retro", action="store_true")
     args = parser.parse_args()
     sizes = [1, 4] if args.quick else [1, 2, 4, 8]
@@ -200,11 +203,17 @@ def main() -> None:
         print("EnvPool not installed: skipped (pip install envpool)")
 
     results: dict[tuple[str, int], float] = {}
-    print(f"Pong, random actions, {env_steps} env steps per cell, env steps/s")
+    repeats = max(1, args.repeats)
+    print(f"Pong, random actions, {env_steps} env steps per measurement, median of {repeats}, env steps/s")
     for n in sizes:
-        for name, factory in atari.items():
-            results[name, n] = measure(factory, n, max(env_steps // n, 100))
-            print(f"  N={n} {name:34s} {results[name, n]:8.0f}", flush=True)
+        samples: dict[str, list[float]] = {name: [] for name in atari}
+        for _ in range(repeats):  # interleaved, so load changes on a shared machine hit every contender
+            for name, factory in atari.items():
+                samples[name].append(measure(factory, n, max(env_steps // n, 100)))
+        for name in atari:
+            results[name, n] = float(np.median(samples[name]))
+            print(f"  N={n} {name:34s} {results[name, n]:8.0f}   "
+                  f"({', '.join(f'{x:.0f}' for x in samples[name])})", flush=True)
 
     header = f"| contender | {' | '.join(f'N={n}' for n in sizes)} |"
     print("\n" + header + "\n|" + "---|" * (len(sizes) + 1))
@@ -225,9 +234,14 @@ def main() -> None:
         "SB3 SubprocVecEnv+VecFrameStack (plain retro)": sb3_retro,
     }
     for n in (2, 4):
-        for name, factory in retro.items():
-            results[name, n] = measure(factory, n, max(env_steps // (2 * n), 100))
-            print(f"  N={n} {name:46s} {results[name, n]:8.0f}", flush=True)
+        samples = {name: [] for name in retro}
+        for _ in range(repeats):
+            for name, factory in retro.items():
+                samples[name].append(measure(factory, n, max(env_steps // (2 * n), 100)))
+        for name in retro:
+            results[name, n] = float(np.median(samples[name]))
+            print(f"  N={n} {name:46s} {results[name, n]:8.0f}   "
+                  f"({', '.join(f'{x:.0f}' for x in samples[name])})", flush=True)
         ratio = results["kit RetroKit/Pong-Atari2600-v0", n] / results[
             "SB3 SubprocVecEnv+VecFrameStack (plain retro)", n]
         print(f"N={n}: kit/SB3-Subproc {ratio:.2f}x")
