@@ -1,0 +1,137 @@
+"""SB3 feature extractors around the kit's torch models: normalise exactly once, whatever SB3 does.
+
+Usage::
+
+    from stable_baselines3 import PPO
+    from retro_atari_kit.integrations.sb3 import ImpalaCNN
+    PPO("CnnPolicy", env, policy_kwargs=dict(features_extractor_class=ImpalaCNN,
+                                             features_extractor_kwargs=dict(features_dim=256)))
+
+SB3's contract, and how these extractors honour it (SB3 2.x ``preprocess_obs`` / ``BaseModel``):
+
+- Observations travel to the device as uint8 (``obs_as_tensor`` keeps the numpy dtype), then
+  ``preprocess_obs`` casts them to float **on the device**.
+- ``normalize_images=True`` (default): SB3 divides by 255; the extractor receives [0, 1] and does not divide.
+- ``normalize_images=False``: SB3 only casts, so the extractor receives float values in [0, 255] for a
+  uint8 space. SB3 tells the extractor by passing ``normalized_image=True`` to subclasses of its own
+  ``NatureCNN`` (which is why these classes derive from it); the extractor then divides by 255 itself.
+- A float observation space (frames already in [0, 1]) is never divided.
+
+Either way the first conv sees values in [0, 1]. ``divides_by_255`` says which case applies.
+
+``autocast="bf16"`` runs the network under bfloat16 autocast when its input is on a CUDA device that
+supports bf16 (a no-op elsewhere) and returns float32 features, so SB3's heads, losses and optimizer stay
+float32 and no loss scaling is needed (bf16 keeps float32's exponent range).
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.torch_layers import NatureCNN as _SB3NatureCNN
+
+from retro_atari_kit import models
+
+__all__ = ["ImpalaCNN", "NatureCNN"]
+
+
+def _check_space(observation_space: gym.Space, who: str) -> tuple[int, int]:
+    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 3:
+        raise TypeError(f"{who} needs a Box observation space of channel-first images (C, H, W), got "
+                        f"{observation_space}; use CnnPolicy with a RetroKit/ env")
+    c, h, w = observation_space.shape
+    if h != w:
+        raise ValueError(f"{who} needs square channel-first images (C, H, W) with H == W, got shape "
+                         f"{observation_space.shape}; the kit's envs give (4, 84, 84)")
+    dtype = np.dtype(observation_space.dtype)
+    if dtype != np.uint8 and not np.issubdtype(dtype, np.floating):
+        raise TypeError(f"{who} needs uint8 frames or float frames in [0, 1], got dtype {dtype}")
+    return int(c), int(h)
+
+
+class _KitExtractor(_SB3NatureCNN):
+    """Shared SB3 plumbing. Derives from SB3's ``NatureCNN`` only so that SB3 passes ``normalized_image``.
+
+    ``BaseFeaturesExtractor.__init__`` is called directly: SB3's Nature layers are never built.
+    """
+
+    net: torch.nn.Module
+
+    def __init__(self, observation_space: gym.Space, features_dim: int, normalized_image: bool,
+                 autocast: str | None) -> None:
+        if autocast not in (None, "bf16"):
+            raise ValueError(f"autocast must be None or 'bf16', got {autocast!r}")
+        BaseFeaturesExtractor.__init__(self, observation_space, features_dim)
+        self.autocast = autocast
+        uint8_space = np.dtype(observation_space.dtype) == np.uint8
+        # SB3 sets normalized_image=True exactly when the policy has normalize_images=False: then a uint8
+        # space reaches us as float 0..255 and the one division by 255 is ours.
+        self.divides_by_255 = bool(uint8_space and normalized_image)
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        # uint8 (called directly with raw frames): the model divides once itself
+        if observations.dtype != torch.uint8 and self.divides_by_255:
+            observations = observations * (1.0 / 255.0)
+        if self.autocast and observations.is_cuda and torch.cuda.is_bf16_supported():
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                return self.net(observations).float()
+        return self.net(observations)
+
+
+class NatureCNN(_KitExtractor):
+    """The kit's Nature CNN (``retro_atari_kit.models.NatureCNN``) as an SB3 features extractor.
+
+    :param observation_space: channel-first image Box, uint8 (or float in [0, 1])
+    :param features_dim: width of the fc layer (512)
+    :param normalized_image: set by SB3 (True when the policy has ``normalize_images=False``)
+    :param channels_last: use the channels-last memory format (faster on CPU)
+    :param autocast: ``"bf16"`` for bfloat16 autocast on CUDA (see the module docstring), None for float32
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        features_dim: int = 512,
+        normalized_image: bool = False,
+        channels_last: bool = True,
+        autocast: str | None = None,
+    ) -> None:
+        c, size = _check_space(observation_space, "NatureCNN")
+        super().__init__(observation_space, features_dim, normalized_image, autocast)
+        self.net = models.NatureCNN(c, size, features_dim, channels_last=channels_last)
+        self.net.defer_channels_last()  # SB3 re-initialises the weights after construction
+
+
+class ImpalaCNN(_KitExtractor):
+    """The kit's IMPALA CNN (``retro_atari_kit.models.ImpalaCNN``) as an SB3 features extractor.
+
+    :param observation_space: channel-first image Box, uint8 (or float in [0, 1])
+    :param features_dim: width of the fc layer (256)
+    :param depths: channels per stage ((16, 32, 32))
+    :param blocks_per_stage: residual blocks per stage (2)
+    :param dropout: CoinRun-style dropout after every conv (0 = off)
+    :param batch_norm: CoinRun-style batch norm after every conv
+    :param normalized_image: set by SB3 (True when the policy has ``normalize_images=False``)
+    :param channels_last: use the channels-last memory format (faster on CPU)
+    :param autocast: ``"bf16"`` for bfloat16 autocast on CUDA (see the module docstring), None for float32
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        features_dim: int = 256,
+        depths: tuple[int, ...] = (16, 32, 32),
+        blocks_per_stage: int = 2,
+        dropout: float = 0.0,
+        batch_norm: bool = False,
+        normalized_image: bool = False,
+        channels_last: bool = True,
+        autocast: str | None = None,
+    ) -> None:
+        c, size = _check_space(observation_space, "ImpalaCNN")
+        super().__init__(observation_space, features_dim, normalized_image, autocast)
+        self.net = models.ImpalaCNN(c, size, tuple(depths), blocks_per_stage, features_dim, dropout,
+                                    batch_norm, channels_last=channels_last)
+        self.net.defer_channels_last()  # SB3 re-initialises the weights after construction

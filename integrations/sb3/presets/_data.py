@@ -1,0 +1,158 @@
+"""The preset tables: plain data (numbers, strings, lists, dicts), one entry per (algo, name).
+
+Conventions:
+- Keys are SB3 constructor kwargs, plus ``n_envs`` (how many envs to run), ``n_timesteps`` (suggested
+  budget) and ``policy``. The env already does frame stacking, so there is no ``frame_stack`` /
+  ``env_wrapper`` key. The network is not part of a preset (``retrokit train --network``, or
+  ``to_sb3_kwargs(preset, network=...)``); ``policy_kwargs.features_extractor_kwargs`` is passed to it.
+- Linear schedules are strings ``"lin_<initial>"`` (rl-zoo3's notation): linear from ``initial`` at the
+  start of training to 0 at the end. ``presets.schedule()`` turns them into SB3 callables;
+  ``{"schedule": "linear", "initial": x, "final": y}`` is accepted too.
+- Classes are dotted import paths (``"stable_baselines3...RMSpropTFLike"``), resolved by ``to_sb3_kwargs``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+COMPACT_BUFFER = "retro_atari_kit.integrations.sb3.buffers.CompactReplayBuffer"
+RMSPROP_TF_LIKE = "stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike"
+
+# ---------------------------------------------------------------------------------------------------------
+# Defaults: the RL Zoo Atari hyperparameters (rl-baselines3-zoo hyperparams/{ppo,a2c,dqn,qrdqn}.yml, atari).
+# ---------------------------------------------------------------------------------------------------------
+
+PPO_DEFAULT: dict[str, Any] = {
+    "policy": "CnnPolicy",
+    "n_envs": 8,
+    "n_timesteps": 10_000_000,
+    "n_steps": 128,
+    "n_epochs": 4,
+    "batch_size": 256,
+    "learning_rate": "lin_2.5e-4",
+    "clip_range": "lin_0.1",
+    "vf_coef": 0.5,
+    "ent_coef": 0.01,
+}
+
+A2C_DEFAULT: dict[str, Any] = {
+    "policy": "CnnPolicy",
+    "n_envs": 16,
+    "n_timesteps": 10_000_000,
+    "ent_coef": 0.01,
+    "vf_coef": 0.25,
+    # RMSprop as TensorFlow implements it (eps inside the square root), eps 1e-5: A2C's Atari setup
+    "policy_kwargs": {"optimizer_class": RMSPROP_TF_LIKE, "optimizer_kwargs": {"eps": 1e-5}},
+}
+
+DQN_DEFAULT: dict[str, Any] = {
+    "policy": "CnnPolicy",
+    "n_envs": 1,
+    "n_timesteps": 10_000_000,
+    "buffer_size": 100_000,
+    "learning_rate": 1e-4,
+    "batch_size": 32,
+    "learning_starts": 100_000,
+    "target_update_interval": 1000,
+    "train_freq": 4,
+    "gradient_steps": 1,
+    "exploration_fraction": 0.1,
+    "exploration_final_eps": 0.01,
+    # the zoo sets optimize_memory_usage False (SB3 refuses it with time-limit handling); the kit's compact
+    # buffer stores each frame once and gives the same samples: 100k transitions ~0.7 GB instead of ~5.6 GB
+    "optimize_memory_usage": False,
+}
+
+QRDQN_DEFAULT: dict[str, Any] = {
+    "policy": "CnnPolicy",
+    "n_envs": 1,
+    "n_timesteps": 10_000_000,
+    "exploration_fraction": 0.025,
+    "buffer_size": 100_000,
+    "optimize_memory_usage": False,
+}
+
+# ---------------------------------------------------------------------------------------------------------
+# The seed project's Pong DQN: reaches +18..21 on Pong in ~0.5-1M steps on one env.
+# ---------------------------------------------------------------------------------------------------------
+
+DQN_PONG: dict[str, Any] = {
+    "policy": "CnnPolicy",
+    "n_envs": 1,
+    # epsilon goes 1.0 -> 0.02 over the first 100k steps: exploration_fraction is a fraction of the
+    # budget, 0.1 of 1M. Keep the product at 100k if you change n_timesteps (e.g. 2M -> 0.05).
+    "n_timesteps": 1_000_000,
+    "buffer_size": 100_000,
+    "learning_starts": 10_000,  # 10k random-policy transitions prefill the buffer
+    "exploration_initial_eps": 1.0,
+    "exploration_final_eps": 0.02,
+    "exploration_fraction": 0.1,
+    "target_update_interval": 1000,  # hard target sync every 1k steps
+    "learning_rate": 1e-4,  # Adam (SB3's DQN default optimizer)
+    "batch_size": 32,
+    "gamma": 0.99,
+    "train_freq": 1,  # the seed trained on every step
+    "gradient_steps": 1,
+    "optimize_memory_usage": False,
+}
+
+# ---------------------------------------------------------------------------------------------------------
+# GPU presets. Reasoning:
+# - On a GPU the network is cheap per sample; env stepping on the CPU is the bottleneck, so run more envs
+#   and feed bigger batches. Keep the number of minibatches / updates per sample of the zoo settings, so
+#   the learning dynamics stay close to the tuned defaults (only the batch gets bigger).
+# - Frames go to the GPU as uint8 (4x fewer bytes than float32) and are divided once there; the extractors
+#   use channels-last weights and activations (the tensor-core friendly layout for convs).
+# - AMP: SB3's train loops have no autocast / GradScaler hook, so mixed precision is applied only inside
+#   the feature extractor, as bfloat16 autocast (``features_extractor_kwargs.autocast: bf16``): the conv
+#   trunk runs in bf16, its output is cast back to float32, so the heads, the losses (log-probs, value and
+#   TD targets) and the optimizer stay float32. bf16 has float32's exponent range, so no loss scaling is
+#   needed. It is a no-op on the CPU and on GPUs without bf16 (before Ampere). Not used for DQN/QR-DQN,
+#   whose argmax over close Q-values is sensitive to the lower precision.
+# ---------------------------------------------------------------------------------------------------------
+
+PPO_GPU: dict[str, Any] = {
+    **PPO_DEFAULT,
+    "n_envs": 32,  # 32 x 128 = 4096 samples per rollout
+    "batch_size": 1024,  # 4 minibatches per epoch, as the zoo's 1024 / 256
+    "policy_kwargs": {"features_extractor_kwargs": {"autocast": "bf16"}},
+}
+
+A2C_GPU: dict[str, Any] = {
+    **A2C_DEFAULT,
+    "n_envs": 64,  # 64 x 5 = 320 samples per update instead of 80
+    "policy_kwargs": {
+        "optimizer_class": RMSPROP_TF_LIKE,
+        "optimizer_kwargs": {"eps": 1e-5},
+        "features_extractor_kwargs": {"autocast": "bf16"},
+    },
+}
+
+DQN_GPU: dict[str, Any] = {
+    **DQN_DEFAULT,
+    # 4 envs stepped together; train_freq 1 x 4 envs = one gradient step per 4 transitions, the zoo's ratio
+    "n_envs": 4,
+    "train_freq": 1,
+    # the Nature DQN's 1M-transition replay: ~7 GB of RAM with the compact buffer (SB3's needs ~56 GB)
+    "buffer_size": 1_000_000,
+}
+
+QRDQN_GPU: dict[str, Any] = {
+    **QRDQN_DEFAULT,
+    "n_envs": 4,
+    "train_freq": 1,
+    "buffer_size": 1_000_000,
+}
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "ppo": {"default": PPO_DEFAULT, "gpu": PPO_GPU},
+    "a2c": {"default": A2C_DEFAULT, "gpu": A2C_GPU},
+    "dqn": {"default": DQN_DEFAULT, "gpu": DQN_GPU, "pong-dqn": DQN_PONG},
+    "qrdqn": {"default": QRDQN_DEFAULT, "gpu": QRDQN_GPU},
+}
+
+DESCRIPTIONS: dict[str, str] = {
+    "default": "RL Zoo Atari hyperparameters",
+    "gpu": "more envs, bigger batches, bf16 autocast in the extractor (PPO/A2C); see presets/_data.py",
+    "pong-dqn": "the seed's Pong DQN: 100k buffer, 10k prefill, eps 1.0 -> 0.02 over 100k steps",
+}
