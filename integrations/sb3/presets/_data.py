@@ -61,6 +61,7 @@ DQN_DEFAULT: dict[str, Any] = {
     # the zoo sets optimize_memory_usage False (SB3 refuses it with time-limit handling); the kit's compact
     # buffer stores each frame once and gives the same samples: 100k transitions ~0.7 GB instead of ~5.6 GB
     "optimize_memory_usage": False,
+    "replay_buffer_class": COMPACT_BUFFER,
 }
 
 QRDQN_DEFAULT: dict[str, Any] = {
@@ -70,6 +71,7 @@ QRDQN_DEFAULT: dict[str, Any] = {
     "exploration_fraction": 0.025,
     "buffer_size": 100_000,
     "optimize_memory_usage": False,
+    "replay_buffer_class": COMPACT_BUFFER,
 }
 
 # ---------------------------------------------------------------------------------------------------------
@@ -94,6 +96,7 @@ DQN_PONG: dict[str, Any] = {
     "train_freq": 1,  # the seed trained on every step
     "gradient_steps": 1,
     "optimize_memory_usage": False,
+    "replay_buffer_class": COMPACT_BUFFER,
 }
 
 # ---------------------------------------------------------------------------------------------------------
