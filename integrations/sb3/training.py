@@ -279,7 +279,7 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
     preset_n_envs = hp.pop("n_envs", None)
     for k in ("n_timesteps", "normalize", "env_wrapper"):
         hp.pop(k, None)
-    n_envs = spec.n_envs or preset_n_envs or os.cpu_count() or 1
+    n_envs = spec.n_envs or os.cpu_count() or 1  # the issue's default: one env per CPU
     if int(n_envs) < 1:
         raise TrainingError(f"--n-envs must be >= 1, got {n_envs}")
     if spec.checkpoint_every < 0 or spec.eval_every < 0:
@@ -299,6 +299,7 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
         "device": spec.device,
         "backend": spec.backend,
         "env_kwargs": env_kwargs,
+        "preset_n_envs": preset_n_envs,
         "hyperparams": hp,
         "eval_every": int(spec.eval_every),
         "eval_episodes": int(spec.eval_episodes),
@@ -398,16 +399,23 @@ def _fallback_impala() -> type:
 def algo_kwargs(config: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments for the SB3 constructor (schedules, extractor and classes resolved)."""
     hp = dict(config["hyperparams"])
-    for key in ("learning_rate", "clip_range", "clip_range_vf"):
-        if key in hp and hp[key] is not None:
-            hp[key] = _schedule(hp[key])
+    try:
+        from retro_atari_kit.integrations.sb3.presets import to_sb3_kwargs
+    except ImportError:
+        to_sb3_kwargs = None
+    if to_sb3_kwargs is not None:
+        hp = to_sb3_kwargs(hp)
+    else:
+        for key in ("learning_rate", "clip_range", "clip_range_vf"):
+            if key in hp and hp[key] is not None:
+                hp[key] = _schedule(hp[key])
+        if "replay_buffer_class" in hp:
+            hp["replay_buffer_class"] = _resolve_class(hp["replay_buffer_class"])
     pk = dict(hp.pop("policy_kwargs", None) or {})
     pk["features_extractor_class"] = extractor_class(config["network"])
     for key in ("activation_fn", "optimizer_class"):
         if key in pk:
             pk[key] = _resolve_class(pk[key])
-    if "replay_buffer_class" in hp:
-        hp["replay_buffer_class"] = _resolve_class(hp["replay_buffer_class"])
     hp["policy_kwargs"] = pk
     hp.setdefault("policy", "CnnPolicy")
     return hp
@@ -876,6 +884,9 @@ def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = p
     if os.path.exists(run_dir) and not force:
         _prepare_new_run_dir(run_dir, force)  # raises
     out(describe(config, run_dir))
+    if config.get("preset_n_envs") and config["preset_n_envs"] != config["n_envs"]:
+        out(f"note: preset {config['preset']!r} was tuned with n_envs={config['preset_n_envs']}; "
+            f"using {config['n_envs']} (--n-envs {config['preset_n_envs']} to match)")
     out(summary)
     if device_is_cuda(config["device"]):
         out(f"estimated VRAM ~{format_bytes(est.get('minibatch tensors', 0) + 200 * 2**20)}")
