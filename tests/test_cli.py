@@ -238,3 +238,16 @@ def test_memory_estimate_refuses_oversized_replay_buffer(tmp_path, capsys):
     _fails(["train", "dqn", ENV, "--set", "buffer_size=100000000", "--run-dir", str(run)], capsys,
            "RAM", "buffer_size", "--force")
     assert not run.exists()
+
+
+def test_resume_refuses_a_run_that_is_still_training(trained_run, capsys):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    lock = os.path.join(trained_run, ".train.pid")
+    try:
+        with open(lock, "w") as fh:
+            fh.write(str(sleeper.pid))
+        _fails(["train", "--resume", trained_run], capsys, "still training", f"kill -TERM {sleeper.pid}")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        os.remove(lock)

@@ -854,6 +854,27 @@ def merge_progress(run_dir: str) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
+LOCK = ".train.pid"
+
+
+def lock_owner(run_dir: str) -> int | None:
+    """pid of a live ``retrokit train`` process working on ``run_dir``, else None."""
+    try:
+        with open(os.path.join(run_dir, LOCK)) as fh:
+            pid = int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+    if pid == os.getpid():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
 def _prepare_new_run_dir(run_dir: str, force: bool) -> None:
     if os.path.exists(run_dir):
         if not force:
@@ -904,6 +925,10 @@ def prepare_resume(run_dir: str, timesteps: int | None = None,
     if not os.path.isdir(run_dir):
         raise TrainingError(f"--resume {run_dir}: no such run dir")
     config = load_config(run_dir)
+    owner = lock_owner(run_dir)
+    if owner is not None:
+        raise TrainingError(f"--resume {run_dir}: the run is still training (pid {owner}); stop it first "
+                            f"(kill -TERM {owner} saves a checkpoint)")
     ckpts = list_checkpoints(run_dir)
     if not ckpts:
         raise TrainingError(f"--resume {run_dir}: no checkpoint in {run_dir}/checkpoints; start a new run")
@@ -936,6 +961,7 @@ def train(config: dict[str, Any], run_dir: str, resume_from: str | None = None,
         if os.path.exists(os.path.join(run_dir, "progress.csv")):
             merge_progress(run_dir)
     os.makedirs(monitor_dir, exist_ok=True)
+    atomic_write_text(os.path.join(run_dir, LOCK), str(os.getpid()))
     n_threads = max(1, min(torch.get_num_threads(), os.cpu_count() or 1))
     torch.set_num_threads(n_threads)
 
@@ -996,3 +1022,7 @@ def train(config: dict[str, Any], run_dir: str, resume_from: str | None = None,
         return {"steps": steps, "interrupted": False, "model": final}
     finally:
         venv.close()
+        try:
+            os.remove(os.path.join(run_dir, LOCK))
+        except OSError:
+            pass
