@@ -251,3 +251,9 @@ def test_resume_refuses_a_run_that_is_still_training(trained_run, capsys):
         sleeper.kill()
         sleeper.wait()
         os.remove(lock)
+
+
+def test_cli_module_does_not_import_sb3():
+    code = ("import sys, retro_atari_kit.cli as c; c.build_parser(); "
+            "assert 'stable_baselines3' not in sys.modules and 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
