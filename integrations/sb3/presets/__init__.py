@@ -88,7 +88,10 @@ def schedule(value: Any) -> Any:
     if isinstance(value, str):
         if value.startswith("lin_"):
             return _linear(_number(value[4:], value), 0.0)
-        return _number(value, value)
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError(f"cannot read schedule {value!r}; use a number or 'lin_<x>'") from None
     if isinstance(value, Mapping):
         if value.get("schedule") != "linear" or "initial" not in value or set(value) - {"schedule", "initial",
                                                                                          "final"}:

@@ -1,0 +1,120 @@
+"""Presets: plain data, fresh copies, zoo facts, overrides validated, SB3 kwargs that build real models."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+import yaml
+from retro_atari_kit.integrations.sb3 import (
+    CompactReplayBuffer,
+    ImpalaCNN,
+    NatureCNN,
+    get_preset,
+    list_presets,
+)
+from retro_atari_kit.integrations.sb3.presets import apply_overrides, format_preset, schedule, to_sb3_kwargs
+from stable_baselines3 import A2C, DQN, PPO
+from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+
+def test_list_presets():
+    names = list_presets()
+    assert names["ppo"] == ["default", "gpu"] and names["a2c"] == ["default", "gpu"]
+    assert names["dqn"] == ["default", "gpu", "pong-dqn"] and "qrdqn" in names
+
+
+def test_presets_are_plain_printable_data_and_fresh_copies():
+    for algo, names in list_presets().items():
+        for name in names:
+            p = get_preset(algo, name)
+            assert yaml.safe_load(format_preset(p)) == p  # plain data: round-trips through YAML
+    a = get_preset("a2c")
+    a["policy_kwargs"]["optimizer_kwargs"]["eps"] = 1.0
+    assert get_preset("a2c")["policy_kwargs"]["optimizer_kwargs"]["eps"] == 1e-5
+
+
+def test_zoo_defaults():
+    ppo = get_preset("ppo")
+    assert (ppo["n_envs"], ppo["n_steps"], ppo["n_epochs"], ppo["batch_size"]) == (8, 128, 4, 256)
+    assert (ppo["learning_rate"], ppo["clip_range"]) == ("lin_2.5e-4", "lin_0.1")
+    assert (ppo["ent_coef"], ppo["vf_coef"]) == (0.01, 0.5)
+    a2c = get_preset("a2c")
+    assert (a2c["n_envs"], a2c["ent_coef"], a2c["vf_coef"]) == (16, 0.01, 0.25)
+    assert a2c["policy_kwargs"]["optimizer_kwargs"] == {"eps": 1e-5}
+    dqn = get_preset("dqn")
+    assert (dqn["buffer_size"], dqn["learning_rate"], dqn["learning_starts"]) == (100_000, 1e-4, 100_000)
+    assert (dqn["target_update_interval"], dqn["train_freq"]) == (1000, 4)
+    assert (dqn["exploration_fraction"], dqn["exploration_final_eps"]) == (0.1, 0.01)
+    pong = get_preset("dqn", "pong-dqn")
+    assert (pong["buffer_size"], pong["learning_starts"], pong["batch_size"], pong["gamma"]) == (
+        100_000, 10_000, 32, 0.99)
+    assert (pong["exploration_initial_eps"], pong["exploration_final_eps"]) == (1.0, 0.02)
+    assert pong["exploration_fraction"] * pong["n_timesteps"] == 100_000  # epsilon decays over 100k steps
+    assert (pong["target_update_interval"], pong["learning_rate"]) == (1000, 1e-4)
+
+
+def test_unknown_algo_or_name_names_the_choices():
+    with pytest.raises(KeyError, match="ppo"):
+        get_preset("sac")
+    with pytest.raises(KeyError, match="pong-dqn"):
+        get_preset("dqn", "fast")
+
+
+def test_schedules():
+    lin = schedule("lin_2.5e-4")
+    assert lin(1.0) == pytest.approx(2.5e-4) and lin(0.5) == pytest.approx(1.25e-4) and lin(0.0) == 0.0
+    d = schedule({"schedule": "linear", "initial": 1.0, "final": 0.5})
+    assert d(1.0) == 1.0 and d(0.0) == 0.5
+    assert schedule(3e-4) == 3e-4 and schedule("3e-4") == 3e-4
+    with pytest.raises(ValueError, match="lin_"):
+        schedule("cosine")
+
+
+def test_overrides_key_by_key_with_validation():
+    base = get_preset("ppo")
+    got = apply_overrides(base, ["n_steps=256", "learning_rate=lin_1e-4", "policy_kwargs.net_arch=[64]"],
+                          algo="ppo")
+    assert got["n_steps"] == 256 and got["learning_rate"] == "lin_1e-4"
+    assert got["policy_kwargs"] == {"net_arch": [64]} and base["n_steps"] == 128  # input untouched
+    assert apply_overrides(base, {"gamma": 0.98}, algo="ppo")["gamma"] == 0.98  # any PPO argument
+    with pytest.raises(ValueError, match="unknown hyperparameter 'n_step'.*'n_steps'"):
+        apply_overrides(base, ["n_step=5"], algo="ppo")
+    with pytest.raises(ValueError, match="key=value"):
+        apply_overrides(base, ["n_steps"], algo="ppo")
+    with pytest.raises(ValueError, match="buffer_size"):
+        apply_overrides(base, ["buffer_size=10"], algo="ppo")  # a DQN argument, not PPO's
+
+
+def test_sb3_kwargs_resolve_classes_and_network():
+    kw = to_sb3_kwargs(get_preset("a2c"), network="nature")
+    assert "n_envs" not in kw and "n_timesteps" not in kw and kw["policy"] == "CnnPolicy"
+    assert kw["policy_kwargs"]["optimizer_class"] is RMSpropTFLike
+    assert kw["policy_kwargs"]["features_extractor_class"] is NatureCNN
+    dqn = to_sb3_kwargs(get_preset("dqn", "pong-dqn"), network="impala")
+    assert dqn["replay_buffer_class"] is CompactReplayBuffer
+    assert dqn["policy_kwargs"]["features_extractor_class"] is ImpalaCNN
+    with pytest.raises(ValueError, match="impala"):
+        to_sb3_kwargs(get_preset("ppo"), network="resnet")
+
+
+@pytest.mark.parametrize("algo, cls", [("ppo", PPO), ("a2c", A2C), ("dqn", DQN)])
+@pytest.mark.parametrize("name", ["default", "gpu"])
+def test_every_preset_builds_a_model(algo, cls, name):
+    venv = DummyVecEnv([lambda: gym.make("RetroKit/Pong-v0")])
+    try:
+        preset = apply_overrides(get_preset(algo, name), {"buffer_size": 1000} if algo == "dqn" else {})
+        model = cls(env=venv, device="cpu", **to_sb3_kwargs(preset, network="nature"))
+        if algo == "ppo":
+            assert model.lr_schedule(1.0) == pytest.approx(2.5e-4)
+            assert model.clip_range(0.5) == pytest.approx(0.05)
+    finally:
+        venv.close()
+
+
+def test_presets_feed_the_training_cli_resolution():
+    from retro_atari_kit.integrations.sb3 import training as T
+
+    cfg = T.resolve_config(T.TrainSpec(algo="dqn", env_id="RetroKit/Pong-v0", preset="pong-dqn"))
+    assert cfg["hyperparams"]["learning_starts"] == 10_000
+    assert T.algo_kwargs(cfg)["replay_buffer_class"] is CompactReplayBuffer
