@@ -1,0 +1,121 @@
+"""DQN: training steps/s and replay memory, the kit's stack against plain SB3, side by side in one run.
+
+- ``sb3``: ``make_atari_env("PongNoFrameskip-v4", n_envs=1)`` + ``VecFrameStack(4)`` + ``DQN("CnnPolicy")``
+  with SB3's ``ReplayBuffer``.
+- ``kit``: ``make_vec_env("RetroKit/Pong-v0", n_envs=1)`` + the kit's Nature CNN + ``get_preset("dqn")``
+  (``CompactReplayBuffer``).
+
+Both use the zoo DQN hyperparameters except ``learning_starts`` (``--learning-starts``, so updates happen
+within the measured window). Also reported: bytes of the replay arrays for 100k and 1M transitions, and the
+time of ``buffer.sample(32)`` on a buffer holding the same real transitions.
+
+Run by hand, never in CI::
+
+    /work/venv/bin/python benchmarks/dqn_throughput.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+
+def _kwargs(learning_starts: int, buffer_size: int) -> dict:
+    from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset, to_sb3_kwargs
+
+    overrides = {"learning_starts": learning_starts, "buffer_size": buffer_size}
+    preset = apply_overrides(get_preset("dqn"), overrides)
+    return to_sb3_kwargs(preset, network="nature")
+
+
+def make_sb3(learning_starts: int, buffer_size: int):
+    import ale_py
+    import gymnasium as gym
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gym.register_envs(ale_py)
+    venv = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=1, seed=0), n_stack=4)
+    kw = _kwargs(learning_starts, buffer_size)
+    kw.pop("replay_buffer_class")
+    kw.pop("policy_kwargs")
+    return DQN(env=venv, device="cpu", seed=0, **kw)
+
+
+def make_kit(learning_starts: int, buffer_size: int):
+    from retro_atari_kit.integrations.sb3 import make_vec_env
+    from stable_baselines3 import DQN
+
+    venv = make_vec_env("RetroKit/Pong-v0", n_envs=1, seed=0)
+    return DQN(env=venv, device="cpu", seed=0, **_kwargs(learning_starts, buffer_size))
+
+
+def replay_bytes() -> dict[str, dict[int, int]]:
+    import gymnasium as gym
+    from retro_atari_kit.integrations.sb3 import CompactReplayBuffer
+
+    import retro_atari_kit  # noqa: F401
+
+    env = gym.make("RetroKit/Pong-v0")
+    obs, act = env.observation_space, env.action_space
+    env.close()
+    per_sb3 = 2 * int(np.prod(obs.shape)) + 8 + 3 * 4  # obs + next_obs + int64 action + reward/done/timeout
+    out: dict[str, dict[int, int]] = {"sb3 ReplayBuffer": {}, "sb3 optimize_memory_usage": {},
+                                      "kit CompactReplayBuffer": {}}
+    for n in (100_000, 1_000_000):
+        out["sb3 ReplayBuffer"][n] = n * per_sb3
+        out["sb3 optimize_memory_usage"][n] = n * (per_sb3 - int(np.prod(obs.shape)))
+        out["kit CompactReplayBuffer"][n] = CompactReplayBuffer.estimate_nbytes(n, obs, act)
+    return out
+
+
+def measure(model, steps: int, warmup: int) -> float:
+    model.learn(warmup)
+    t0 = time.perf_counter()
+    model.learn(steps, reset_num_timesteps=False)
+    return steps / (time.perf_counter() - t0)
+
+
+def sample_time(model, n: int = 200) -> float:
+    rb = model.replay_buffer
+    rb.sample(32)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        rb.sample(32)
+    return (time.perf_counter() - t0) / n
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=2000, help="measured env steps per repeat")
+    p.add_argument("--learning-starts", type=int, default=1000)
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args()
+    for name, sizes in replay_bytes().items():
+        print(f"{name:26s} " + "  ".join(f"{n:>9,d}: {b / 1e9:6.2f} GB" for n, b in sizes.items()))
+    results: dict[str, list[float]] = {"sb3": [], "kit": []}
+    samples: dict[str, list[float]] = {"sb3": [], "kit": []}
+    for r in range(args.repeats):
+        for name, make in (("sb3", make_sb3), ("kit", make_kit)):
+            model = make(args.learning_starts, 100_000)
+            sps = measure(model, args.steps, args.learning_starts)
+            samples[name].append(sample_time(model))
+            model.get_env().close()
+            results[name].append(sps)
+            print(f"  repeat {r}: {name:4s} {sps:7.1f} steps/s, sample(32) {samples[name][-1] * 1e3:.2f} ms",
+                  flush=True)
+    med = {k: statistics.median(v) for k, v in results.items()}
+    smp = {k: statistics.median(v) for k, v in samples.items()}
+    print(f"\nDQN Pong, 1 env, zoo hyperparameters (learning_starts={args.learning_starts}), median of "
+          f"{args.repeats}")
+    for k in med:
+        print(f"  {k:4s} {med[k]:7.1f} steps/s   sample(32) {smp[k] * 1e3:.2f} ms")
+    print(f"  kit / sb3 = {med['kit'] / med['sb3']:.2f}x steps/s")
+
+
+if __name__ == "__main__":
+    main()

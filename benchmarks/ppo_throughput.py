@@ -1,0 +1,98 @@
+"""PPO training throughput: the kit's stack against plain SB3, side by side in one run.
+
+Contenders (Pong, RL Zoo Atari PPO hyperparameters: 8 envs x 128 steps, 4 epochs, batch 256):
+
+- ``sb3``: plain SB3 as its docs show it: ``make_atari_env("PongNoFrameskip-v4", n_envs=8)`` (DummyVecEnv,
+  SB3 ``AtariWrapper``) + ``VecFrameStack(4)`` + ``PPO("CnnPolicy")`` (SB3's Nature CNN, or for Impala an
+  IMPALA CNN in the default memory format).
+- ``kit``: ``make_vec_env("RetroKit/Pong-v0", n_envs=8)`` (the kit's fastest backend) + the kit's extractor
+  (channels-last) + ``get_preset("ppo")``.
+
+Each measurement is ``model.learn()`` over ``--rollouts`` rollouts after one warm-up rollout, wall time
+including env stepping and the PPO updates; contenders alternate, the median of ``--repeats`` is reported.
+
+Run by hand, never in CI::
+
+    /work/venv/bin/python benchmarks/ppo_throughput.py --network nature
+    /work/venv/bin/python benchmarks/ppo_throughput.py --network impala --rollouts 1 --warmup 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+
+def _zoo_kwargs() -> dict:
+    from retro_atari_kit.integrations.sb3.presets import get_preset, to_sb3_kwargs
+
+    kw = to_sb3_kwargs(get_preset("ppo"))
+    kw.pop("policy_kwargs", None)
+    return kw
+
+
+def make_sb3(network: str):
+    import ale_py
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gym.register_envs(ale_py)
+    venv = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=8, seed=0), n_stack=4)
+    pk = {}
+    if network == "impala":
+        from retro_atari_kit.integrations.sb3 import ImpalaCNN
+
+        pk = dict(features_extractor_class=ImpalaCNN, features_extractor_kwargs=dict(channels_last=False))
+    return PPO(env=venv, device="cpu", seed=0, policy_kwargs=pk, **_zoo_kwargs())
+
+
+def make_kit(network: str):
+    from retro_atari_kit.integrations.sb3 import make_vec_env
+    from retro_atari_kit.integrations.sb3.presets import get_preset, to_sb3_kwargs
+    from stable_baselines3 import PPO
+
+    preset = get_preset("ppo")
+    venv = make_vec_env("RetroKit/Pong-v0", n_envs=preset["n_envs"], seed=0)
+    return PPO(env=venv, device="cpu", seed=0, **to_sb3_kwargs(preset, network=network))
+
+
+def measure(model, rollouts: int, warmup: int) -> float:
+    per_rollout = model.n_steps * model.n_envs
+    if warmup:
+        model.learn(per_rollout * warmup)  # warm-up: first env resets, allocator, thread pools
+    t0 = time.perf_counter()
+    model.learn(per_rollout * rollouts, reset_num_timesteps=False)
+    return per_rollout * rollouts / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--network", choices=["nature", "impala"], default="nature")
+    p.add_argument("--rollouts", type=int, default=2, help="measured rollouts (1024 steps each)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=1, help="unmeasured rollouts first")
+    args = p.parse_args()
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, network {args.network}")
+    results: dict[str, list[float]] = {"sb3": [], "kit": []}
+    makers = {"sb3": make_sb3, "kit": make_kit}
+    for r in range(args.repeats):
+        for name, make in makers.items():
+            model = make(args.network)
+            sps = measure(model, args.rollouts, args.warmup)
+            model.get_env().close()
+            results[name].append(sps)
+            print(f"  repeat {r}: {name:4s} {sps:7.1f} steps/s", flush=True)
+    med = {k: statistics.median(v) for k, v in results.items()}
+    print(f"\nPPO Pong, 8 envs, {args.network}: median steps/s over {args.repeats} repeats")
+    for k, v in med.items():
+        print(f"  {k:4s} {v:7.1f}  (all: {', '.join(f'{x:.1f}' for x in results[k])})")
+    print(f"  kit / sb3 = {med['kit'] / med['sb3']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
