@@ -76,7 +76,7 @@ def get_preset(algo: str, name: str = "default") -> dict[str, Any]:
 
 def format_preset(preset: Mapping[str, Any]) -> str:
     """The preset as YAML (keys in insertion order)."""
-    return yaml.safe_dump(dict(preset), sort_keys=False, default_flow_style=None)
+    return yaml.safe_dump(dict(preset), sort_keys=False, default_flow_style=False)
 
 
 def schedule(value: Any) -> Any:
