@@ -151,3 +151,35 @@ def test_bad_spaces_raise_one_clear_error(space, error, match):
 def test_bad_autocast_value():
     with pytest.raises(ValueError, match="autocast"):
         NatureCNN(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), autocast="fp8")
+
+
+def _n_params(model) -> int:
+    return sum(p.numel() for p in model.policy.parameters())
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "dqn"])
+def test_kit_policies_have_linear_heads_like_sb3_cnn_policy(pong, algo):
+    """SB3 adds 64-unit tanh layers per head unless the extractor is its own NatureCNN class; those saturate
+    and PPO stops learning. Presets and cnn_policy_kwargs must give the same network as SB3's CnnPolicy."""
+    from retro_atari_kit.integrations.sb3 import cnn_policy_kwargs
+    from retro_atari_kit.integrations.sb3.presets import get_preset, to_sb3_kwargs
+
+    cls = {"ppo": PPO, "a2c": A2C, "dqn": DQN}[algo]
+    small = dict(buffer_size=100) if algo == "dqn" else {}
+    sb3_own = cls("CnnPolicy", pong, device="cpu", **small)
+    kw = {k: v for k, v in to_sb3_kwargs(get_preset(algo), network="nature").items()
+          if k in ("policy", "policy_kwargs")}
+    from_preset = cls(env=pong, device="cpu", **kw, **small)
+    direct = cls("CnnPolicy", pong, device="cpu", policy_kwargs=cnn_policy_kwargs("nature"), **small)
+    assert any(type(m) is NatureCNN for m in from_preset.policy.modules())
+    assert _n_params(from_preset) == _n_params(direct) == _n_params(sb3_own)
+    if algo != "dqn":
+        assert len(from_preset.policy.mlp_extractor.policy_net) == 0
+        assert len(from_preset.policy.mlp_extractor.value_net) == 0
+
+
+def test_cnn_policy_kwargs_rejects_unknown_network():
+    from retro_atari_kit.integrations.sb3 import cnn_policy_kwargs
+
+    with pytest.raises(ValueError, match="unknown network 'resnet'; choose one of nature, impala"):
+        cnn_policy_kwargs("resnet")

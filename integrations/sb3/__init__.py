@@ -11,6 +11,7 @@ from typing import Any
 _EXPORTS = {
     "NatureCNN": "retro_atari_kit.integrations.sb3.extractors",
     "ImpalaCNN": "retro_atari_kit.integrations.sb3.extractors",
+    "cnn_policy_kwargs": "retro_atari_kit.integrations.sb3.extractors",
     "CompactReplayBuffer": "retro_atari_kit.integrations.sb3.buffers",
     "make_vec_env": "retro_atari_kit.integrations.sb3.launcher",
     "get_preset": "retro_atari_kit.integrations.sb3.presets",

@@ -19,6 +19,11 @@ SB3's contract, and how these extractors honour it (SB3 2.x ``preprocess_obs`` /
 
 Either way the first conv sees values in [0, 1]. ``divides_by_255`` says which case applies.
 
+**Heads.** SB3 gives ``CnnPolicy`` single linear policy / value / Q heads only when the extractor *is* its
+own ``NatureCNN`` class; with any other extractor it adds two 64-unit tanh layers per head, which saturate on
+the CNN's ReLU features (PPO on Pong stayed at -21 for 900k steps). Pass ``net_arch=[]`` with these
+extractors: :func:`cnn_policy_kwargs` and the kit's presets do.
+
 ``autocast="bf16"`` runs the network under bfloat16 autocast when its input is on a CUDA device that
 supports bf16 (a no-op elsewhere) and returns float32 features, so SB3's heads, losses and optimizer stay
 float32 and no loss scaling is needed (bf16 keeps float32's exponent range).
@@ -34,7 +39,7 @@ from stable_baselines3.common.torch_layers import NatureCNN as _SB3NatureCNN
 
 from retro_atari_kit import models
 
-__all__ = ["ImpalaCNN", "NatureCNN"]
+__all__ = ["ImpalaCNN", "NatureCNN", "cnn_policy_kwargs"]
 
 
 def _check_space(observation_space: gym.Space, who: str) -> tuple[int, int]:
@@ -135,3 +140,17 @@ class ImpalaCNN(_KitExtractor):
         self.net = models.ImpalaCNN(c, size, tuple(depths), blocks_per_stage, features_dim, dropout,
                                     batch_norm, channels_last=channels_last)
         self.net.defer_channels_last()  # SB3 re-initialises the weights after construction
+
+
+def cnn_policy_kwargs(network: str = "nature", **extractor_kwargs: object) -> dict[str, object]:
+    """``policy_kwargs`` for SB3's ``CnnPolicy`` with the kit's ``network`` (``"nature"`` or ``"impala"``).
+
+    Sets ``net_arch=[]`` (linear heads, as SB3 uses with its own Nature CNN; see the module docstring)::
+
+        PPO("CnnPolicy", venv, policy_kwargs=cnn_policy_kwargs("impala", features_dim=256))
+    """
+    classes = {"nature": NatureCNN, "impala": ImpalaCNN}
+    if network not in classes:
+        raise ValueError(f"unknown network {network!r}; choose one of {', '.join(classes)}")
+    return {"features_extractor_class": classes[network], "features_extractor_kwargs": dict(extractor_kwargs),
+            "net_arch": []}

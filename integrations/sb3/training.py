@@ -811,9 +811,10 @@ def _make_logger(run_dir: str, segment: int):
         TensorBoardOutputFormat,
     )
 
-    log_fh = open(os.path.join(run_dir, "log.txt"), "a")
+    human = HumanOutputFormat(open(os.path.join(run_dir, "log.txt"), "a"))  # append: resumes add to it
+    human.own_file = True  # so Logger.close() closes the handle we opened
     csv_name = "progress.csv" if segment == 0 else f"progress.part{segment}.csv"
-    formats = [HumanOutputFormat(log_fh), CSVOutputFormat(os.path.join(run_dir, csv_name))]
+    formats = [human, CSVOutputFormat(os.path.join(run_dir, csv_name))]
     try:
         formats.append(TensorBoardOutputFormat(run_dir))
     except ImportError:
@@ -1001,6 +1002,7 @@ def train(config: dict[str, Any], run_dir: str, resume_from: str | None = None,
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
+            model.logger.close()  # flush and close log.txt / progress csv / tensorboard before merging
         steps = int(model.num_timesteps)
         if flag["stop"]:
             path = save_checkpoint(model, run_dir, config["save_replay_buffer"] or algo in OFF_POLICY)

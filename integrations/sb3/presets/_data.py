@@ -8,6 +8,11 @@ Conventions:
 - Linear schedules are strings ``"lin_<initial>"`` (rl-zoo3's notation): linear from ``initial`` at the
   start of training to 0 at the end. ``presets.schedule()`` turns them into SB3 callables;
   ``{"schedule": "linear", "initial": x, "final": y}`` is accepted too.
+- ``policy_kwargs.net_arch`` is ``[]`` everywhere: the policy / value / Q heads are single linear layers on
+  the CNN features, as in the Nature DQN, baselines and SB3's own ``CnnPolicy``. SB3 picks ``[]`` only when
+  the extractor *is* its own ``NatureCNN`` class; with any other extractor (the kit's) it silently adds two
+  64-unit tanh layers per head, which saturate on the CNN's ReLU features: PPO on Pong then stays at -21
+  for 900k steps (measured). ``LINEAR_HEADS`` below is the one place this is set.
 - Classes are dotted import paths (``"stable_baselines3...RMSpropTFLike"``), resolved by ``to_sb3_kwargs``.
 """
 
@@ -17,6 +22,8 @@ from typing import Any
 
 COMPACT_BUFFER = "retro_atari_kit.integrations.sb3.buffers.CompactReplayBuffer"
 RMSPROP_TF_LIKE = "stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike"
+# linear heads on the CNN features (see the module docstring)
+LINEAR_HEADS: dict[str, Any] = {"net_arch": []}
 
 # ---------------------------------------------------------------------------------------------------------
 # Defaults: the RL Zoo Atari hyperparameters (rl-baselines3-zoo hyperparams/{ppo,a2c,dqn,qrdqn}.yml, atari).
@@ -33,6 +40,7 @@ PPO_DEFAULT: dict[str, Any] = {
     "clip_range": "lin_0.1",
     "vf_coef": 0.5,
     "ent_coef": 0.01,
+    "policy_kwargs": {**LINEAR_HEADS},
 }
 
 A2C_DEFAULT: dict[str, Any] = {
@@ -42,7 +50,7 @@ A2C_DEFAULT: dict[str, Any] = {
     "ent_coef": 0.01,
     "vf_coef": 0.25,
     # RMSprop as TensorFlow implements it (eps inside the square root), eps 1e-5: A2C's Atari setup
-    "policy_kwargs": {"optimizer_class": RMSPROP_TF_LIKE, "optimizer_kwargs": {"eps": 1e-5}},
+    "policy_kwargs": {**LINEAR_HEADS, "optimizer_class": RMSPROP_TF_LIKE, "optimizer_kwargs": {"eps": 1e-5}},
 }
 
 DQN_DEFAULT: dict[str, Any] = {
@@ -62,6 +70,7 @@ DQN_DEFAULT: dict[str, Any] = {
     # buffer stores each frame once and gives the same samples: 100k transitions ~0.7 GB instead of ~5.6 GB
     "optimize_memory_usage": False,
     "replay_buffer_class": COMPACT_BUFFER,
+    "policy_kwargs": {**LINEAR_HEADS},
 }
 
 QRDQN_DEFAULT: dict[str, Any] = {
@@ -72,6 +81,7 @@ QRDQN_DEFAULT: dict[str, Any] = {
     "buffer_size": 100_000,
     "optimize_memory_usage": False,
     "replay_buffer_class": COMPACT_BUFFER,
+    "policy_kwargs": {**LINEAR_HEADS},
 }
 
 # ---------------------------------------------------------------------------------------------------------
@@ -97,6 +107,7 @@ DQN_PONG: dict[str, Any] = {
     "gradient_steps": 1,
     "optimize_memory_usage": False,
     "replay_buffer_class": COMPACT_BUFFER,
+    "policy_kwargs": {**LINEAR_HEADS},
 }
 
 # ---------------------------------------------------------------------------------------------------------
@@ -118,13 +129,14 @@ PPO_GPU: dict[str, Any] = {
     **PPO_DEFAULT,
     "n_envs": 32,  # 32 x 128 = 4096 samples per rollout
     "batch_size": 1024,  # 4 minibatches per epoch, as the zoo's 1024 / 256
-    "policy_kwargs": {"features_extractor_kwargs": {"autocast": "bf16"}},
+    "policy_kwargs": {**LINEAR_HEADS, "features_extractor_kwargs": {"autocast": "bf16"}},
 }
 
 A2C_GPU: dict[str, Any] = {
     **A2C_DEFAULT,
     "n_envs": 64,  # 64 x 5 = 320 samples per update instead of 80
     "policy_kwargs": {
+        **LINEAR_HEADS,
         "optimizer_class": RMSPROP_TF_LIKE,
         "optimizer_kwargs": {"eps": 1e-5},
         "features_extractor_kwargs": {"autocast": "bf16"},
