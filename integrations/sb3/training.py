@@ -166,53 +166,13 @@ def _algo_params(algo: str) -> set[str]:
 
 
 def load_preset(algo: str, preset: str) -> dict[str, Any]:
-    """The kit's tuned hyperparameters for ``algo`` (presets.get_preset), as a plain dict."""
+    """The kit's tuned hyperparameters for ``algo`` (``presets.get_preset``), as a plain dict."""
+    from retro_atari_kit.integrations.sb3.presets import get_preset
+
     try:
-        from retro_atari_kit.integrations.sb3 import presets as _presets
-    except ImportError:
-        if preset != "default":
-            raise TrainingError(f"unknown preset {preset!r}; only 'default' is available") from None
-        return dict(FALLBACK_PRESETS.get(algo, {}))
-    names = None
-    if hasattr(_presets, "list_presets"):
-        try:
-            listed = _presets.list_presets(algo)
-        except TypeError:
-            listed = _presets.list_presets()
-        if isinstance(listed, dict):
-            names = list(listed.get(algo, listed.keys()))
-        else:
-            names = [n[1] if isinstance(n, tuple) else n for n in listed]
-    try:
-        got = _presets.get_preset(algo, preset)
-    except (KeyError, ValueError) as exc:
-        hint = f"; choose one of {', '.join(map(str, names))}" if names else ""
-        raise TrainingError(f"unknown preset {preset!r} for {algo}{hint}") from exc
-    return json.loads(json.dumps(got, default=_jsonable))
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, type):
-        return f"{obj.__module__}.{obj.__qualname__}"
-    if callable(obj):
-        return getattr(obj, "__name__", repr(obj))
-    return repr(obj)
-
-
-# Used only when the presets module is not installed (e.g. an older checkout).
-FALLBACK_PRESETS: dict[str, dict[str, Any]] = {
-    "ppo": {
-        "n_steps": 128, "n_epochs": 4, "batch_size": 256, "learning_rate": "lin_2.5e-4",
-        "clip_range": "lin_0.1", "vf_coef": 0.5, "ent_coef": 0.01,
-    },
-    "a2c": {"ent_coef": 0.01, "vf_coef": 0.25},
-    "dqn": {
-        "buffer_size": 100_000, "learning_rate": 1e-4, "batch_size": 32, "learning_starts": 100_000,
-        "target_update_interval": 1000, "train_freq": 4, "gradient_steps": 1, "exploration_fraction": 0.1,
-        "exploration_final_eps": 0.01, "optimize_memory_usage": False,
-    },
-    "qrdqn": {"exploration_fraction": 0.025, "buffer_size": 100_000, "optimize_memory_usage": False},
-}
+        return get_preset(algo, preset)
+    except KeyError as exc:
+        raise TrainingError(exc.args[0]) from None
 
 
 @dataclass
@@ -259,7 +219,6 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
     if spec.device not in ("auto", "cpu", "cuda") and not spec.device.startswith("cuda:"):
         raise TrainingError(f"unknown device {spec.device!r}; choose auto, cpu or cuda")
     check_env_id(spec.env_id)
-    extractor_class(spec.network)
     hp = _deep_update(load_preset(algo, spec.preset), spec.overrides)
     allowed = _algo_params(algo) | set(NON_ALGO_KEYS)
     bad = sorted(k for k in hp if k not in allowed)
@@ -320,105 +279,14 @@ def default_run_dir(config: dict[str, Any], root: str = "runs") -> str:
 # --------------------------------------------------------------------------------------------------
 
 
-def _schedule(value: Any) -> Any:
-    """``"lin_2.5e-4"`` -> linear schedule from 2.5e-4 to 0; numbers pass through."""
-    if isinstance(value, str) and value.startswith("lin_"):
-        from stable_baselines3.common.utils import LinearSchedule
-
-        return LinearSchedule(float(value[4:]), 0.0, 1.0)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            raise TrainingError(f"cannot read schedule {value!r}; use a number or 'lin_<start>'") from None
-    return value
-
-
-def _resolve_class(name: Any) -> Any:
-    if not isinstance(name, str) or "." not in name:
-        return name
-    module, _, attr = name.rpartition(".")
-    try:
-        mod = __import__(module, fromlist=[attr])
-        return getattr(mod, attr)
-    except (ImportError, AttributeError):
-        return name
-
-
-def extractor_class(network: str) -> type:
-    """The SB3 features extractor for ``network`` (the kit's NatureCNN / ImpalaCNN)."""
-    try:
-        from retro_atari_kit.integrations.sb3 import extractors
-    except ImportError:
-        if network == "nature":  # older checkout without the kit's extractors: SB3's own Nature CNN
-            from stable_baselines3.common.torch_layers import NatureCNN
-
-            return NatureCNN
-        return _fallback_impala()
-    return getattr(extractors, {"nature": "NatureCNN", "impala": "ImpalaCNN"}[network])
-
-
-def _fallback_impala() -> type:
-    """IMPALA CNN as an SB3 extractor, used only when the kit's extractors module is absent (older checkout).
-
-    Per depth in (16, 32, 32): conv3x3, maxpool 3 stride 2, two residual blocks (relu-conv-relu-conv +
-    skip); then relu, fc 256, relu. SB3 has already scaled uint8 images to [0, 1].
-    """
-    import torch
-    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
-    from torch import nn
-
-    class _Residual(nn.Module):
-        def __init__(self, ch: int):
-            super().__init__()
-            self.c0 = nn.Conv2d(ch, ch, 3, padding=1)
-            self.c1 = nn.Conv2d(ch, ch, 3, padding=1)
-
-        def forward(self, x):
-            return x + self.c1(torch.relu(self.c0(torch.relu(x))))
-
-    class FallbackImpalaCNN(BaseFeaturesExtractor):
-        def __init__(self, observation_space, features_dim: int = 256, depths=(16, 32, 32)):
-            super().__init__(observation_space, features_dim)
-            layers, ch = [], observation_space.shape[0]
-            for d in depths:
-                layers += [nn.Conv2d(ch, d, 3, padding=1), nn.MaxPool2d(3, 2, padding=1), _Residual(d),
-                           _Residual(d)]
-                ch = d
-            self.cnn = nn.Sequential(*layers, nn.ReLU(), nn.Flatten())
-            with torch.no_grad():
-                n = self.cnn(torch.zeros(1, *observation_space.shape)).shape[1]
-            self.fc = nn.Sequential(nn.Linear(n, features_dim), nn.ReLU())
-
-        def forward(self, x):
-            return self.fc(self.cnn(x.float()))
-
-    return FallbackImpalaCNN  # defined locally: cloudpickle stores it by value in the model zip
-
-
 def algo_kwargs(config: dict[str, Any]) -> dict[str, Any]:
-    """Keyword arguments for the SB3 constructor (schedules, extractor and classes resolved)."""
-    hp = dict(config["hyperparams"])
+    """Keyword arguments for the SB3 constructor: schedules and classes resolved, the kit's extractor set."""
+    from retro_atari_kit.integrations.sb3.presets import to_sb3_kwargs
+
     try:
-        from retro_atari_kit.integrations.sb3.presets import to_sb3_kwargs
-    except ImportError:
-        to_sb3_kwargs = None
-    if to_sb3_kwargs is not None:
-        hp = to_sb3_kwargs(hp)
-    else:
-        for key in ("learning_rate", "clip_range", "clip_range_vf"):
-            if key in hp and hp[key] is not None:
-                hp[key] = _schedule(hp[key])
-        if "replay_buffer_class" in hp:
-            hp["replay_buffer_class"] = _resolve_class(hp["replay_buffer_class"])
-    pk = dict(hp.pop("policy_kwargs", None) or {})
-    pk["features_extractor_class"] = extractor_class(config["network"])
-    for key in ("activation_fn", "optimizer_class"):
-        if key in pk:
-            pk[key] = _resolve_class(pk[key])
-    hp["policy_kwargs"] = pk
-    hp.setdefault("policy", "CnnPolicy")
-    return hp
+        return to_sb3_kwargs(config["hyperparams"], network=config["network"])
+    except ValueError as exc:
+        raise TrainingError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -505,63 +373,19 @@ def probe_env(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gym.S
         env.close()
 
 
-def make_train_env(config: dict[str, Any], monitor_dir: str | None, seed: int | None = None, n_envs=None):
+def make_train_env(config: dict[str, Any], monitor_dir: str | None, seed: int | None = None,
+                   n_envs: int | None = None) -> Any:
     """The SB3 VecEnv for training (the kit's launcher: fastest backend, true-score monitor CSVs)."""
-    try:
-        from retro_atari_kit.integrations.sb3.launcher import make_vec_env
-    except ImportError:  # older checkout without the launcher
-        return _fallback_vec_env(config["env_id"], n_envs or config["n_envs"],
-                                 config["seed"] if seed is None else seed, monitor_dir, config["env_kwargs"])
+    from retro_atari_kit.integrations.sb3.launcher import make_vec_env
 
-    kwargs: dict[str, Any] = {}
-    if "backend" in inspect.signature(make_vec_env).parameters:
-        kwargs["backend"] = config.get("backend", "auto")
     return make_vec_env(
         config["env_id"],
         n_envs=n_envs or config["n_envs"],
         seed=config["seed"] if seed is None else seed,
+        backend=config.get("backend", "auto"),
         monitor_dir=monitor_dir,
-        **kwargs,
         **config["env_kwargs"],
     )
-
-
-def _fallback_vec_env(env_id: str, n_envs: int, seed: int, monitor_dir: str | None, env_kwargs: dict):
-    """DummyVecEnv of ``gym.make`` envs with true-score monitor CSVs (used only without the launcher)."""
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecEnvWrapper
-
-    class _TrueScoreCSV(VecEnvWrapper):
-        def __init__(self, venv):
-            super().__init__(venv)
-            self.t0 = time.time()
-            self.files = []
-            if monitor_dir:
-                for rank in range(venv.num_envs):
-                    fh = open(os.path.join(monitor_dir, f"{rank}.monitor.csv"), "w")
-                    fh.write("#" + json.dumps({"t_start": self.t0, "env_id": env_id}) + "\n" + "r,l,t\n")
-                    fh.flush()
-                    self.files.append(fh)
-
-        def reset(self):
-            return self.venv.reset()
-
-        def step_wait(self):
-            obs, rew, dones, infos = self.venv.step_wait()
-            for rank, info in enumerate(infos):
-                ep = info.get("episode")
-                if ep is not None and self.files:
-                    self.files[rank].write(f"{ep['r']},{ep['l']},{round(time.time() - self.t0, 6)}\n")
-                    self.files[rank].flush()
-            return obs, rew, dones, infos
-
-        def close(self):
-            for fh in self.files:
-                fh.close()
-            self.venv.close()
-
-    venv = DummyVecEnv([(lambda: gym.make(env_id, **env_kwargs)) for _ in range(n_envs)])
-    venv.seed(seed)
-    return _TrueScoreCSV(venv)
 
 
 # --------------------------------------------------------------------------------------------------

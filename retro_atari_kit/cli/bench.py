@@ -20,10 +20,8 @@ def add_parser(sub) -> None:
 
 def known_backends() -> list[str]:
     """The vector backends to compare (``auto`` is one of them, so it is not repeated)."""
-    try:
-        from retro_atari_kit.vector import BACKENDS
-    except ImportError:
-        return ["dummy"]
+    from retro_atari_kit.vector import BACKENDS
+
     return [b for b in BACKENDS if b != "auto"]
 
 
@@ -34,8 +32,11 @@ def measure(env_id: str, backend: str, n_envs: int, steps: int) -> float:
     from retro_atari_kit.integrations.sb3 import training as T
 
     cfg = {"env_id": env_id, "n_envs": n_envs, "seed": 0, "env_kwargs": {}, "backend": backend}
-    if backend == "dummy":
-        venv = T._fallback_vec_env(env_id, n_envs, 0, None, {})
+    if backend == "dummy":  # SB3's DummyVecEnv over gym.make envs, the usual hand-rolled baseline
+        import gymnasium as gym
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        venv = DummyVecEnv([lambda: gym.make(env_id)] * n_envs)
     else:
         venv = T.make_train_env(cfg, monitor_dir=None)
     try:
