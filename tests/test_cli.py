@@ -144,6 +144,8 @@ def _fails(argv: list[str], capsys, *needles: str) -> None:
         (["train", "ppo", ENV, "--preset", "nope"], ["unknown preset 'nope'"]),
         (["train", "ppo", ENV, "--set", "n_step=5"], ["unknown hyperparameter 'n_step'", "n_steps"]),
         (["train", "ppo", ENV, "--set", "n_steps"], ["malformed --set", "key=value"]),
+        (["train", "ppo", ENV, "--set", "policy_kwargs.net_arch=foo"], ["cannot build ppo", "--set"]),
+        (["train", "ppo", ENV, "--set", "learning_rate=abc"], ["cannot read schedule 'abc'"]),
         (["train", "ppo", ENV, "--timesteps", "lots"], ["--timesteps", "2e6"]),
         (["train", "ppo", ENV, "--env-kwarg", "frame_skipp=3"], ["frame_skipp"]),
         (["train", "ppo", "RetroKit/SonicTheHedgehog-Genesis-v0"], ["import-roms"]),

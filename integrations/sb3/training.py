@@ -373,6 +373,30 @@ def probe_env(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gym.S
         env.close()
 
 
+def check_model_builds(config: dict[str, Any]) -> None:
+    """Build the SB3 model once on a single env, so a bad ``--set`` value (a wrong type or shape, an
+    option the algorithm rejects) is one clear TrainingError before any file of the run is written."""
+    import warnings
+
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    kwargs = algo_kwargs(config)
+    policy = kwargs.pop("policy")
+    if "buffer_size" in kwargs:
+        kwargs["buffer_size"] = min(int(kwargs["buffer_size"]), 1_000)  # the probe needs no real replay
+    venv = DummyVecEnv([lambda: gym.make(config["env_id"], **config["env_kwargs"])])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. PPO's batch-size note for one env
+            algo_class(config["algo"])(policy, venv, device="cpu", verbose=0, **kwargs)
+    except (TypeError, ValueError, KeyError, AssertionError, RuntimeError) as exc:
+        msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise TrainingError(f"cannot build {config['algo']} with these hyperparameters: {msg}; "
+                            "check the --set values (see docs/cli.md)") from exc
+    finally:
+        venv.close()
+
+
 def make_train_env(config: dict[str, Any], monitor_dir: str | None, seed: int | None = None,
                    n_envs: int | None = None) -> Any:
     """The SB3 VecEnv for training (the kit's launcher: fastest backend, true-score monitor CSVs)."""
@@ -724,6 +748,7 @@ def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = p
     every check passed."""
     config = resolve_config(spec)
     obs_space, _ = probe_env(config["env_id"], config["env_kwargs"])
+    check_model_builds(config)
     est = estimate_memory(config, obs_space)
     run_dir = spec.run_dir or default_run_dir(config)
     summary = check_memory(est, force)
