@@ -11,7 +11,7 @@ time of ``buffer.sample(32)`` on a buffer holding the same real transitions.
 
 Run by hand, never in CI::
 
-    /work/venv/bin/python benchmarks/dqn_throughput.py
+    python benchmarks/dqn_throughput.py
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Batch of 256 uint8 frames (4, 84, 84), a 6-action linear head, squared-output loss. Formats alternate,
 the median of ``--repeats`` is reported. Run by hand::
 
-    /work/venv/bin/python benchmarks/model_step.py
+    python benchmarks/model_step.py
 """
 
 from __future__ import annotations

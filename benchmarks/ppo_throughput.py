@@ -13,8 +13,8 @@ including env stepping and the PPO updates; contenders alternate, the median of 
 
 Run by hand, never in CI::
 
-    /work/venv/bin/python benchmarks/ppo_throughput.py --network nature
-    /work/venv/bin/python benchmarks/ppo_throughput.py --network impala --rollouts 1 --warmup 0
+    python benchmarks/ppo_throughput.py --network nature
+    python benchmarks/ppo_throughput.py --network impala --rollouts 1 --warmup 0
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ plain stable-retro stack (discrete actions, 4-frame skip with 0.25 sticky first 
 
 Run by hand, never in CI::
 
-    /work/venv/bin/python benchmarks/vec_throughput.py             # full table
-    /work/venv/bin/python benchmarks/vec_throughput.py --quick     # fewer steps, N in {1, 4}
+    python benchmarks/vec_throughput.py             # full table
+    python benchmarks/vec_throughput.py --quick     # fewer steps, N in {1, 4}
 
 Prints env steps per second (N envs x vector steps / wall seconds; the median of ``--repeats``
 measurements taken round-robin across contenders) and ratios against SB3 SubprocVecEnv and raw
