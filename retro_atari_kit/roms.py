@@ -272,9 +272,10 @@ def import_roms(path: str | os.PathLike) -> ImportReport:
     Each file is hashed (SHA-1; NES files without their header) and installed into every stable-retro
     game whose ``rom.sha`` lists it, atomically. Everything else is reported in ``skipped`` with the
     reason (unknown SHA-1, already installed, unreadable, too big). A zip archive that is itself a ROM
-    (arcade sets) is matched as a whole. Raises ``FileNotFoundError`` if ``path`` does not exist.
+    (arcade sets) is matched as a whole. ``~`` is expanded. Raises ``FileNotFoundError`` if ``path`` does
+    not exist.
     """
-    root = Path(path)
+    root = Path(path).expanduser()
     if not root.exists():
         raise FileNotFoundError(f"{root}: no such file or folder; pass the folder that holds your ROM files")
     known = _known_hashes(str(retro_data_dir()))

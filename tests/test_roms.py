@@ -139,6 +139,14 @@ def test_import_replaces_a_corrupt_installed_rom(data_dir, tmp_path):
     assert _sha1(target) == _sha1(_ale_rom("pong.bin"))
 
 
+def test_import_expands_the_home_directory(data_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "roms").mkdir()
+    shutil.copy(_ale_rom("pong.bin"), tmp_path / "roms" / "pong.a26")
+    report = import_roms("~/roms")
+    assert [i.game for i in report.imported] == ["Pong-Atari2600"]
+
+
 def test_import_of_a_missing_path_raises():
     with pytest.raises(FileNotFoundError, match="no such file"):
         import_roms("/nonexistent/roms")

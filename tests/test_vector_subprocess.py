@@ -110,6 +110,22 @@ def test_ctrl_c_in_main_process_shuts_workers_down(tmp_path):
     assert all(gone(pid) for pid in pids)
 
 
+def test_script_without_main_guard_gets_a_hint(tmp_path):
+    """forkserver workers re-import an unguarded script and die while starting: the error says why."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(textwrap.dedent("""
+        import gymnasium as gym
+        import retro_atari_kit  # noqa: F401
+
+        venv = gym.make_vec("RetroKit/Pong-v0", num_envs=2, backend="subprocess")
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("retro_atari_kit.vector.subprocess.WorkerDiedError: env rank 0")
+    assert "while starting" in last and 'if __name__ == "__main__":' in last
+
+
 def test_worker_construction_error_is_reported_clearly():
     with pytest.raises(ValueError, match="crop_score"):
         make_vector_env("Pong", num_envs=2, backend="subprocess", crop_score=(0, 500, 0, 160))

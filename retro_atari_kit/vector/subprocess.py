@@ -148,6 +148,8 @@ class SubprocessDriver:
             raise ValueError(f"start_method must be one of {', '.join(START_METHODS)}; got {start_method!r}")
         self.num_envs = len(factories)
         self.timeout = timeout
+        self.start_method = start_method
+        self.started = False  # True once every worker has answered (see _dead)
         self.closed = False
         self._broken: BaseException | None = None
         self._shm: SharedMemory | None = None
@@ -180,6 +182,7 @@ class SubprocessDriver:
             both = np.ndarray((self.num_envs, 2, *shape), dtype=np.uint8, buffer=self._shm.buf)
             self.frames = both[:, 0]
             self._final_frames = both[:, 1]
+            self.started = True
         except BaseException:
             self.close()
             raise
@@ -190,11 +193,16 @@ class SubprocessDriver:
         proc.join(0.1)
         code = proc.exitcode
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
-        return WorkerDiedError(
-            rank,
-            f"env rank {rank}: its worker process (pid {proc.pid}) {how}; the vector env is closed, "
-            "make a new one",
-        )
+        message = f"env rank {rank}: its worker process (pid {proc.pid}) {how}"
+        if not self.started and self.start_method != "fork":
+            # The usual cause: a script without a main guard. Under forkserver/spawn each worker imports the
+            # main script again, which tries to start workers of its own and fails while bootstrapping.
+            message += (
+                f" while starting. With start method {self.start_method!r} every worker imports your main "
+                "script again: put the code that creates the vector env under `if __name__ == \"__main__\":`"
+                " (the worker's traceback is printed above)"
+            )
+        return WorkerDiedError(rank, message + "; the vector env is closed, make a new one")
 
     def _fail(self, exc: BaseException) -> None:
         self._broken = exc
