@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import zipfile
 
 import pytest
 import yaml
+from retro_atari_kit.integrations.sb3 import training as T
 
 from retro_atari_kit.cli import main
 
@@ -216,6 +218,37 @@ def test_sigint_saves_checkpoint_and_resume_continues(tmp_path):
     assert os.path.isdir(os.path.join(run, "monitor", "resume-1"))
     cfg = yaml.safe_load(open(os.path.join(run, "config.yaml")))
     assert cfg["timesteps"] == steps + 128 and cfg["hyperparams"]["n_steps"] == 32
+
+
+def test_resume_after_a_hard_kill_sets_aside_logs_past_the_checkpoint(trained_run, tmp_path, capsys):
+    # A run killed with SIGKILL after its 64-step checkpoint: progress rows up to 256 steps, and games
+    # that ended after the checkpoint was written, which the resumed model does not descend from.
+    run = str(tmp_path / "killed")
+    shutil.copytree(trained_run, run)  # copy2 keeps mtimes: the checkpoint's write time is the cut
+    for steps, path in T.list_checkpoints(run):
+        if steps > 64:
+            os.remove(path)
+    os.remove(os.path.join(run, "model.zip"))
+    saved_at = os.path.getmtime(T.checkpoint_path(run, 64))
+    monitor = os.path.join(run, "monitor", "0.monitor.csv")
+    t_start = json.loads(open(monitor).readline()[1:])["t_start"]
+    before = f"-21.0,800,{saved_at - t_start - 1:.6f}\n"
+    after = f"-20.0,900,{saved_at - t_start + 1:.6f}\n"
+    with open(monitor, "a") as fh:
+        fh.write(before + after)
+    original = open(monitor).read()
+    capsys.readouterr()
+
+    assert main(["train", "--resume", run, "--timesteps", "128"]) == 0
+    out = capsys.readouterr().out
+    assert "set aside 1 games and 3 progress rows" in out and "orphaned-1" in out
+    lines = open(monitor).readlines()
+    assert lines[-1] == before and after not in lines
+    assert open(os.path.join(run, "orphaned-1", "monitor", "0.monitor.csv")).read() == original
+    totals = [int(r["time/total_timesteps"]) for r in _rows(os.path.join(run, "progress.csv"))]
+    assert totals == [64, 128]  # 64 kept from the first segment, no duplicate stretch
+    old = _rows(os.path.join(run, "orphaned-1", "progress.csv"))
+    assert [int(r["time/total_timesteps"]) for r in old] == [64, 128, 192, 256]
 
 
 def test_dqn_resume_restores_replay_buffer(tmp_path, capsys):

@@ -10,6 +10,7 @@ A run directory holds everything needed to look at the result (see docs/cli.md):
     log.txt                SB3 logger, human readable
     events.out.tfevents.*  tensorboard
     evaluations.csv        periodic evaluations (--eval-every)
+    orphaned-<k>/          logs past the checkpoint of a run that died without saving (see resume)
 
 All model, checkpoint and config writes are atomic (write a temporary file, then ``os.replace``).
 """
@@ -698,6 +699,81 @@ def merge_progress(run_dir: str) -> None:
         os.remove(p)
 
 
+def _split_lines(path: str, keep: Callable[[str], bool], n_header: int) -> tuple[list[str], list[str]]:
+    """(header + kept lines, dropped lines) of a text table; malformed lines are kept."""
+    with open(path, newline="") as fh:
+        lines = fh.readlines()
+    kept, dropped = lines[:n_header], []
+    for line in lines[n_header:]:
+        (kept if keep(line) else dropped).append(line)
+    return kept, dropped
+
+
+def split_monitor_csv(path: str, saved_at: float) -> tuple[list[str], list[str]]:
+    """Lines of a monitor CSV: (header + games that ended by ``saved_at``, games that ended later)."""
+    with open(path) as fh:
+        first = fh.readline()
+        header = fh.readline()
+    try:
+        t_start = float(json.loads(first[1:])["t_start"])
+        t_col = [c.strip() for c in header.split(",")].index("t")
+    except (ValueError, KeyError, IndexError):
+        return _split_lines(path, lambda ln: True, 0)  # not ours to judge: keep everything
+
+    def ended_in_time(line: str) -> bool:
+        try:
+            return t_start + float(line.split(",")[t_col]) <= saved_at
+        except (ValueError, IndexError):
+            return True
+
+    return _split_lines(path, ended_in_time, 2)
+
+
+def set_aside_orphaned_logs(run_dir: str, steps: int, saved_at: float) -> str | None:
+    """Move log rows written after the checkpoint a resume starts from into ``orphaned-<k>/``.
+
+    A run that died without saving (SIGKILL, power loss, OOM) logged games and updates past its last
+    checkpoint. The resumed model does not descend from them, so left in place they would double-count
+    that stretch in ``retrokit plot`` and progress.csv. Rows of ``progress.csv`` past ``steps`` and
+    monitor games that ended after ``saved_at`` (the checkpoint's write time) are removed from the live
+    files; the untouched originals are kept under ``orphaned-<k>/``. Returns a one-line summary, or None
+    if nothing was logged after the checkpoint (the usual case: Ctrl-C / SIGTERM save one at the stop).
+    """
+    rewrites: dict[str, list[str]] = {}
+    dropped_games = dropped_rows = 0
+    for path in sorted(glob.glob(os.path.join(run_dir, "monitor", "**", "*.monitor.csv"), recursive=True)):
+        kept, dropped = split_monitor_csv(path, saved_at)
+        if dropped:
+            rewrites[path], dropped_games = kept, dropped_games + len(dropped)
+    progress = os.path.join(run_dir, "progress.csv")
+    if os.path.exists(progress):
+        with open(progress, newline="") as fh:
+            cols = next(csv.reader(fh), [])
+        if "time/total_timesteps" in cols:
+            col = cols.index("time/total_timesteps")
+
+            def up_to_checkpoint(line: str) -> bool:
+                try:
+                    return float(next(csv.reader([line]))[col]) <= steps
+                except (ValueError, IndexError, StopIteration):
+                    return True
+
+            kept, dropped = _split_lines(progress, up_to_checkpoint, 1)
+            if dropped:
+                rewrites[progress], dropped_rows = kept, len(dropped)
+    if not rewrites:
+        return None
+    k = 1 + len(glob.glob(os.path.join(run_dir, "orphaned-*")))
+    aside = os.path.join(run_dir, f"orphaned-{k}")
+    for path, lines in rewrites.items():
+        backup = os.path.join(aside, os.path.relpath(path, run_dir))
+        os.makedirs(os.path.dirname(backup), exist_ok=True)
+        shutil.copy2(path, backup)
+        atomic_write_text(path, "".join(lines))
+    return (f"the run had logged past its last checkpoint ({steps} steps): set aside {dropped_games} games "
+            f"and {dropped_rows} progress rows; originals in {aside}")
+
+
 # --------------------------------------------------------------------------------------------------
 # The run
 # --------------------------------------------------------------------------------------------------
@@ -810,6 +886,10 @@ def train(config: dict[str, Any], run_dir: str, resume_from: str | None = None,
         monitor_dir = os.path.join(monitor_dir, f"resume-{segment}")
         if os.path.exists(os.path.join(run_dir, "progress.csv")):
             merge_progress(run_dir)
+        start = read_steps_of(resume_from) or 0
+        aside = set_aside_orphaned_logs(run_dir, start, os.path.getmtime(resume_from))
+        if aside:
+            out(aside)
     os.makedirs(monitor_dir, exist_ok=True)
     atomic_write_text(os.path.join(run_dir, LOCK), str(os.getpid()))
     n_threads = max(1, min(torch.get_num_threads(), os.cpu_count() or 1))
