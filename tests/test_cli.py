@@ -245,6 +245,9 @@ def test_resume_after_a_hard_kill_sets_aside_logs_past_the_checkpoint(trained_ru
     lines = open(monitor).readlines()
     assert lines[-1] == before and after not in lines
     assert open(os.path.join(run, "orphaned-1", "monitor", "0.monitor.csv")).read() == original
+    from retro_atari_kit.cli.plot import read_monitor_csvs
+
+    assert list(read_monitor_csvs(run)["r"]) == [-21.0]  # the set-aside copies are not plotted
     totals = [int(r["time/total_timesteps"]) for r in _rows(os.path.join(run, "progress.csv"))]
     assert totals == [64, 128]  # 64 kept from the first segment, no duplicate stretch
     old = _rows(os.path.join(run, "orphaned-1", "progress.csv"))

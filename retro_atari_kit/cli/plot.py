@@ -26,12 +26,13 @@ def add_parser(sub) -> None:
 
 
 def read_monitor_csvs(run_dir: str) -> dict[str, np.ndarray]:
-    """All episodes of a run (every ``*.monitor.csv`` under ``run_dir``), ordered by wall-clock end time.
+    """All episodes of a run (every ``*.monitor.csv`` under ``run_dir`` but ``orphaned-<k>/``), by end time.
 
     Returns arrays ``r`` (true score), ``l`` (agent steps), ``t`` (seconds since the run started),
     ``steps`` (cumulative agent steps, all envs).
     """
-    files = sorted(glob.glob(os.path.join(run_dir, "**", "*.monitor.csv"), recursive=True))
+    files = sorted(p for p in glob.glob(os.path.join(run_dir, "**", "*.monitor.csv"), recursive=True)
+                   if not os.path.relpath(p, run_dir).startswith("orphaned-"))  # set aside by a resume
     if not files:
         raise CliError(f"{run_dir}: no monitor CSVs (*.monitor.csv); pass a run dir from retrokit train")
     rows = []
