@@ -38,6 +38,7 @@ import numpy as np
 import yaml
 
 import retro_atari_kit
+from retro_atari_kit.cli.plot import ORPHANED_PREFIX, monitor_header
 
 ALGOS: dict[str, tuple[str, str]] = {
     "ppo": ("stable_baselines3", "PPO"),
@@ -699,10 +700,8 @@ def merge_progress(run_dir: str) -> None:
         os.remove(p)
 
 
-def _split_lines(path: str, keep: Callable[[str], bool], n_header: int) -> tuple[list[str], list[str]]:
-    """(header + kept lines, dropped lines) of a text table; malformed lines are kept."""
-    with open(path, newline="") as fh:
-        lines = fh.readlines()
+def _partition(lines: list[str], n_header: int, keep: Callable[[str], bool]) -> tuple[list[str], list[str]]:
+    """(header + kept lines, dropped lines) of a text table's lines."""
     kept, dropped = lines[:n_header], []
     for line in lines[n_header:]:
         (kept if keep(line) else dropped).append(line)
@@ -711,22 +710,20 @@ def _split_lines(path: str, keep: Callable[[str], bool], n_header: int) -> tuple
 
 def split_monitor_csv(path: str, saved_at: float) -> tuple[list[str], list[str]]:
     """Lines of a monitor CSV: (header + games that ended by ``saved_at``, games that ended later)."""
-    with open(path) as fh:
-        first = fh.readline()
-        header = fh.readline()
-    try:
-        t_start = float(json.loads(first[1:])["t_start"])
-        t_col = [c.strip() for c in header.split(",")].index("t")
-    except (ValueError, KeyError, IndexError):
-        return _split_lines(path, lambda ln: True, 0)  # not ours to judge: keep everything
+    with open(path, newline="") as fh:
+        lines = fh.readlines()
+    t_start, cols, n_header = monitor_header(lines)
+    if t_start is None or "t" not in cols:
+        return lines, []  # not ours to judge: keep everything
+    t_col = cols.index("t")
 
     def ended_in_time(line: str) -> bool:
         try:
             return t_start + float(line.split(",")[t_col]) <= saved_at
         except (ValueError, IndexError):
-            return True
+            return True  # malformed lines are kept
 
-    return _split_lines(path, ended_in_time, 2)
+    return _partition(lines, n_header, ended_in_time)
 
 
 def set_aside_orphaned_logs(run_dir: str, steps: int, saved_at: float) -> str | None:
@@ -748,7 +745,8 @@ def set_aside_orphaned_logs(run_dir: str, steps: int, saved_at: float) -> str | 
     progress = os.path.join(run_dir, "progress.csv")
     if os.path.exists(progress):
         with open(progress, newline="") as fh:
-            cols = next(csv.reader(fh), [])
+            lines = fh.readlines()
+        cols = next(csv.reader(lines[:1]), [])
         if "time/total_timesteps" in cols:
             col = cols.index("time/total_timesteps")
 
@@ -756,15 +754,15 @@ def set_aside_orphaned_logs(run_dir: str, steps: int, saved_at: float) -> str | 
                 try:
                     return float(next(csv.reader([line]))[col]) <= steps
                 except (ValueError, IndexError, StopIteration):
-                    return True
+                    return True  # malformed lines are kept
 
-            kept, dropped = _split_lines(progress, up_to_checkpoint, 1)
+            kept, dropped = _partition(lines, 1, up_to_checkpoint)
             if dropped:
                 rewrites[progress], dropped_rows = kept, len(dropped)
     if not rewrites:
         return None
-    k = 1 + len(glob.glob(os.path.join(run_dir, "orphaned-*")))
-    aside = os.path.join(run_dir, f"orphaned-{k}")
+    k = 1 + len(glob.glob(os.path.join(run_dir, ORPHANED_PREFIX + "*")))
+    aside = os.path.join(run_dir, f"{ORPHANED_PREFIX}{k}")
     for path, lines in rewrites.items():
         backup = os.path.join(aside, os.path.relpath(path, run_dir))
         os.makedirs(os.path.dirname(backup), exist_ok=True)

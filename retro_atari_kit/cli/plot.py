@@ -25,6 +25,28 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+# Where ``retrokit train --resume`` keeps logs written past the checkpoint of a run that died without saving.
+ORPHANED_PREFIX = "orphaned-"
+
+
+def monitor_header(lines: list[str]) -> tuple[float | None, list[str], int]:
+    """``(t_start, column names, header line count)`` of a monitor CSV's lines.
+
+    The baselines / SB3 format opens with ``#{"t_start": ..., ...}`` and a column line; ``t_start`` is
+    None without that comment line and 0.0 if it cannot be read.
+    """
+    if not lines or not lines[0].startswith("#"):
+        t_start, n_header = None, 1
+    else:
+        try:
+            t_start = float(json.loads(lines[0][1:]).get("t_start", 0.0))
+        except (ValueError, AttributeError):
+            t_start = 0.0
+        n_header = 2
+    header = lines[n_header - 1] if len(lines) >= n_header else ""
+    return t_start, [c.strip() for c in header.strip().split(",")], n_header
+
+
 def read_monitor_csvs(run_dir: str) -> dict[str, np.ndarray]:
     """All episodes of a run (every ``*.monitor.csv`` under ``run_dir`` but ``orphaned-<k>/``), by end time.
 
@@ -32,37 +54,29 @@ def read_monitor_csvs(run_dir: str) -> dict[str, np.ndarray]:
     ``steps`` (cumulative agent steps, all envs).
     """
     files = sorted(p for p in glob.glob(os.path.join(run_dir, "**", "*.monitor.csv"), recursive=True)
-                   if not os.path.relpath(p, run_dir).startswith("orphaned-"))  # set aside by a resume
+                   if not os.path.relpath(p, run_dir).startswith(ORPHANED_PREFIX))
     if not files:
         raise CliError(f"{run_dir}: no monitor CSVs (*.monitor.csv); pass a run dir from retrokit train")
     rows = []
     starts = []
     for path in files:
         with open(path) as fh:
-            first = fh.readline()
-            t_start = 0.0
-            if first.startswith("#"):
-                try:
-                    t_start = float(json.loads(first[1:]).get("t_start", 0.0))
-                except (ValueError, AttributeError):
-                    t_start = 0.0
-                starts.append(t_start)
-                header = fh.readline()
-            else:
-                header = first
-            cols = [c.strip() for c in header.strip().split(",")]
+            lines = fh.readlines()
+        t_start, cols, n_header = monitor_header(lines)
+        if t_start is not None:
+            starts.append(t_start)
+        try:
+            ir, il, it = cols.index("r"), cols.index("l"), cols.index("t")
+        except ValueError:
+            raise CliError(f"{path}: not a monitor CSV (needs columns r,l,t)") from None
+        for line in lines[n_header:]:
+            parts = line.strip().split(",")
+            if len(parts) < len(cols):
+                continue  # a line being written right now
             try:
-                ir, il, it = cols.index("r"), cols.index("l"), cols.index("t")
+                rows.append(((t_start or 0.0) + float(parts[it]), float(parts[ir]), float(parts[il])))
             except ValueError:
-                raise CliError(f"{path}: not a monitor CSV (needs columns r,l,t)") from None
-            for line in fh:
-                parts = line.strip().split(",")
-                if len(parts) < len(cols):
-                    continue  # a line being written right now
-                try:
-                    rows.append((t_start + float(parts[it]), float(parts[ir]), float(parts[il])))
-                except ValueError:
-                    continue
+                continue
     rows.sort()
     if not rows:
         return {k: np.zeros(0) for k in ("r", "l", "t", "steps")}
