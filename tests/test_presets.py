@@ -8,6 +8,7 @@ import yaml
 from retro_atari_kit.integrations.sb3 import (
     CompactReplayBuffer,
     ImpalaCNN,
+    KitCnnPolicy,
     NatureCNN,
     get_preset,
     list_presets,
@@ -76,7 +77,11 @@ def test_overrides_key_by_key_with_validation():
     got = apply_overrides(base, ["n_steps=256", "learning_rate=lin_1e-4", "policy_kwargs.net_arch=[64]"],
                           algo="ppo")
     assert got["n_steps"] == 256 and got["learning_rate"] == "lin_1e-4"
-    assert got["policy_kwargs"] == {"net_arch": [64]} and base["n_steps"] == 128  # input untouched
+    # a dotted key replaces one nested value and keeps its siblings
+    assert got["policy_kwargs"] == {"net_arch": [64], "features_extractor_kwargs": {"autocast": "bf16"}}
+    assert base["n_steps"] == 128 and base["policy_kwargs"]["net_arch"] == []  # input untouched
+    off = apply_overrides(base, ["policy_kwargs.features_extractor_kwargs.autocast=null"], algo="ppo")
+    assert off["policy_kwargs"] == {"net_arch": [], "features_extractor_kwargs": {"autocast": None}}
     assert apply_overrides(base, {"gamma": 0.98}, algo="ppo")["gamma"] == 0.98  # any PPO argument
     with pytest.raises(ValueError, match="unknown hyperparameter 'n_step'.*'n_steps'"):
         apply_overrides(base, ["n_step=5"], algo="ppo")
@@ -88,12 +93,16 @@ def test_overrides_key_by_key_with_validation():
 
 def test_sb3_kwargs_resolve_classes_and_network():
     kw = to_sb3_kwargs(get_preset("a2c"), network="nature")
-    assert "n_envs" not in kw and "n_timesteps" not in kw and kw["policy"] == "CnnPolicy"
+    assert "n_envs" not in kw and "n_timesteps" not in kw and kw["policy"] is KitCnnPolicy
     assert kw["policy_kwargs"]["optimizer_class"] is RMSpropTFLike
     assert kw["policy_kwargs"]["features_extractor_class"] is NatureCNN
     dqn = to_sb3_kwargs(get_preset("dqn", "pong-dqn"), network="impala")
     assert dqn["replay_buffer_class"] is CompactReplayBuffer
     assert dqn["policy_kwargs"]["features_extractor_class"] is ImpalaCNN
+    assert dqn["policy"] == "CnnPolicy"  # SB3's alias stays a string
+    assert to_sb3_kwargs(get_preset("ppo"))["policy_kwargs"]["features_extractor_class"] is NatureCNN
+    mine = to_sb3_kwargs({"policy_kwargs": {"net_arch": []}}, network=None)  # None: policy_kwargs as given
+    assert mine == {"policy": "CnnPolicy", "policy_kwargs": {"net_arch": []}}
     with pytest.raises(ValueError, match="impala"):
         to_sb3_kwargs(get_preset("ppo"), network="resnet")
 

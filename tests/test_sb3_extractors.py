@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from retro_atari_kit.integrations.sb3 import ImpalaCNN, NatureCNN, make_vec_env
+from retro_atari_kit.integrations.sb3 import ImpalaCNN, KitCnnPolicy, NatureCNN, make_vec_env, native_bf16
 from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -25,10 +25,11 @@ def _first_conv(model) -> torch.nn.Conv2d:
     return next(m for m in model.policy.modules() if isinstance(m, torch.nn.Conv2d))
 
 
+@pytest.mark.parametrize("policy", ["CnnPolicy", KitCnnPolicy])
 @pytest.mark.parametrize("extractor", [NatureCNN, ImpalaCNN])
 @pytest.mark.parametrize("normalize_images", [True, False])
-def test_first_conv_sees_unit_range_exactly_once(pong, extractor, normalize_images):
-    model = PPO("CnnPolicy", pong, n_steps=16, batch_size=16, device="cpu",
+def test_first_conv_sees_unit_range_exactly_once(pong, policy, extractor, normalize_images):
+    model = PPO(policy, pong, n_steps=16, batch_size=16, device="cpu",
                 policy_kwargs=dict(features_extractor_class=extractor, normalize_images=normalize_images))
     seen: list[tuple[float, torch.dtype]] = []
     hook = _first_conv(model).register_forward_pre_hook(
@@ -151,6 +152,36 @@ def test_bad_spaces_raise_one_clear_error(space, error, match):
 def test_bad_autocast_value():
     with pytest.raises(ValueError, match="autocast"):
         NatureCNN(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), autocast="fp8")
+
+
+def test_native_bf16_follows_the_hardware():
+    has_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    assert native_bf16("cpu") is has_bf16 and native_bf16(torch.device("cpu")) is has_bf16
+    assert native_bf16("meta") is False
+
+
+@pytest.mark.parametrize("extractor, kwargs", [(NatureCNN, {}), (ImpalaCNN, SMALL_IMPALA)])
+def test_bf16_autocast_runs_the_trunk_in_bf16_where_native_and_returns_float32(extractor, kwargs):
+    """On a CPU with native bf16 (this VM: AVX512-BF16) the convs run in bf16; elsewhere autocast="bf16" is
+    a no-op, because emulated bf16 is slower than float32. Features, gradients and weights stay float32."""
+    space = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    torch.manual_seed(0)
+    exact = extractor(space, **kwargs)
+    mixed = extractor(space, autocast="bf16", **kwargs)
+    mixed.load_state_dict(exact.state_dict())
+    conv_dtypes = []
+    for m in mixed.modules():
+        if isinstance(m, torch.nn.Conv2d):
+            m.register_forward_hook(lambda mod, inp, out: conv_dtypes.append(out.dtype))
+    frames = torch.randint(0, 256, (8, 4, 84, 84), dtype=torch.uint8)
+    got, want = mixed(frames), exact(frames)
+    expected = torch.bfloat16 if native_bf16("cpu") else torch.float32
+    assert conv_dtypes and set(conv_dtypes) == {expected}
+    assert got.dtype == torch.float32
+    # bf16 keeps 8 significant bits: features agree to ~1% of their scale
+    assert (got - want).abs().max().item() <= 0.02 * want.abs().max().item() + 1e-6
+    got.sum().backward()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in mixed.parameters())
 
 
 def _n_params(model) -> int:

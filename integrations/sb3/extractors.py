@@ -24,12 +24,16 @@ own ``NatureCNN`` class; with any other extractor it adds two 64-unit tanh layer
 the CNN's ReLU features (PPO on Pong stayed at -21 for 900k steps). Pass ``net_arch=[]`` with these
 extractors: :func:`cnn_policy_kwargs` and the kit's presets do.
 
-``autocast="bf16"`` runs the network under bfloat16 autocast when its input is on a CUDA device that
-supports bf16 (a no-op elsewhere) and returns float32 features, so SB3's heads, losses and optimizer stay
-float32 and no loss scaling is needed (bf16 keeps float32's exponent range).
+``autocast="bf16"`` runs the network under bfloat16 autocast when its input is on a device with native
+bf16 arithmetic (:func:`native_bf16`: CUDA GPUs from Ampere on, x86 CPUs with AVX512-BF16 or AMX) and is
+a no-op elsewhere, where emulated bf16 would be slower than float32. The features come back as float32,
+so SB3's heads, losses and optimizer stay float32 and no loss scaling is needed (bf16 keeps float32's
+exponent range). The default PPO preset turns it on; see ``docs/sb3.md`` for the learning run behind that.
 """
 
 from __future__ import annotations
+
+import functools
 
 import gymnasium as gym
 import numpy as np
@@ -39,7 +43,31 @@ from stable_baselines3.common.torch_layers import NatureCNN as _SB3NatureCNN
 
 from retro_atari_kit import models
 
-__all__ = ["ImpalaCNN", "NatureCNN", "cnn_policy_kwargs"]
+__all__ = ["ImpalaCNN", "NatureCNN", "cnn_policy_kwargs", "native_bf16"]
+
+
+@functools.lru_cache(maxsize=None)
+def _native_bf16(device_type: str, index: int | None) -> bool:
+    if device_type == "cuda":
+        if not torch.cuda.is_available():
+            return False
+        with torch.cuda.device(index if index is not None else torch.cuda.current_device()):
+            try:
+                return torch.cuda.is_bf16_supported(including_emulation=False)
+            except TypeError:  # torch < 2.4 has no emulation flag and reports native support only
+                return torch.cuda.is_bf16_supported()
+    if device_type == "cpu":
+        # private but long-standing torch helpers (torch >= 2.1); an older torch simply gets float32
+        is_avx512_bf16 = getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+        is_amx = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+        return bool(is_avx512_bf16() or is_amx())
+    return False
+
+
+def native_bf16(device: torch.device | str) -> bool:
+    """Whether ``device`` does bfloat16 arithmetic in hardware (so bf16 autocast makes convs faster)."""
+    device = torch.device(device)
+    return _native_bf16(device.type, device.index)
 
 
 def _check_space(observation_space: gym.Space, who: str) -> tuple[int, int]:
@@ -79,8 +107,8 @@ class _KitExtractor(_SB3NatureCNN):
         # uint8 (called directly with raw frames): the model divides once itself
         if observations.dtype != torch.uint8 and self.divides_by_255:
             observations = observations * (1.0 / 255.0)
-        if self.autocast and observations.is_cuda and torch.cuda.is_bf16_supported():
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+        if self.autocast and native_bf16(observations.device):
+            with torch.autocast(observations.device.type, dtype=torch.bfloat16):
                 return self.net(observations).float()
         return self.net(observations)
 
@@ -92,7 +120,8 @@ class NatureCNN(_KitExtractor):
     :param features_dim: width of the fc layer (512)
     :param normalized_image: set by SB3 (True when the policy has ``normalize_images=False``)
     :param channels_last: use the channels-last memory format (faster on CPU)
-    :param autocast: ``"bf16"`` for bfloat16 autocast on CUDA (see the module docstring), None for float32
+    :param autocast: ``"bf16"`` for bfloat16 autocast where the device has native bf16 (see the module
+        docstring), None for float32
     """
 
     def __init__(
@@ -120,7 +149,8 @@ class ImpalaCNN(_KitExtractor):
     :param batch_norm: CoinRun-style batch norm after every conv
     :param normalized_image: set by SB3 (True when the policy has ``normalize_images=False``)
     :param channels_last: use the channels-last memory format (faster on CPU)
-    :param autocast: ``"bf16"`` for bfloat16 autocast on CUDA (see the module docstring), None for float32
+    :param autocast: ``"bf16"`` for bfloat16 autocast where the device has native bf16 (see the module
+        docstring), None for float32
     """
 
     def __init__(

@@ -138,10 +138,11 @@ def _import(path: Any) -> Any:
         raise ValueError(f"cannot import {path!r}; check the dotted path") from None
 
 
-def to_sb3_kwargs(preset: Mapping[str, Any], network: str | None = None) -> dict[str, Any]:
+def to_sb3_kwargs(preset: Mapping[str, Any], network: str | None = "nature") -> dict[str, Any]:
     """Constructor kwargs for the SB3 class: drops ``n_envs`` / ``n_timesteps``, turns schedules into
-    callables and dotted class paths into classes, and with ``network`` (``"nature"`` or ``"impala"``)
-    sets the kit's extractor. Use as ``PPO(env=venv, **to_sb3_kwargs(preset, network="impala"))``."""
+    callables and dotted class paths into classes, and sets the kit's extractor ``network`` (``"nature"``
+    or ``"impala"``; None leaves ``policy_kwargs`` as the preset has them, e.g. for your own
+    ``features_extractor_class``). Use as ``PPO(env=venv, **to_sb3_kwargs(preset, network="impala"))``."""
     kw = copy.deepcopy(dict(preset))
     for key in NON_SB3_KEYS:
         kw.pop(key, None)
@@ -162,6 +163,9 @@ def to_sb3_kwargs(preset: Mapping[str, Any], network: str | None = None) -> dict
     if pk or "policy_kwargs" in kw:
         kw["policy_kwargs"] = pk
     kw.setdefault("policy", "CnnPolicy")
+    # a dotted class path (the kit's policy) is imported; SB3's aliases such as "CnnPolicy" stay strings
+    if isinstance(kw["policy"], str) and "." in kw["policy"]:
+        kw["policy"] = _import(kw["policy"])
     return kw
 
 

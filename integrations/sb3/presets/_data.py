@@ -21,6 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 COMPACT_BUFFER = "retro_atari_kit.integrations.sb3.buffers.CompactReplayBuffer"
+# SB3's ActorCriticCnnPolicy, but uint8 frames go to the kit's extractor without SB3's float division
+KIT_CNN_POLICY = "retro_atari_kit.integrations.sb3.policies.KitCnnPolicy"
 RMSPROP_TF_LIKE = "stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike"
 # linear heads on the CNN features (see the module docstring)
 LINEAR_HEADS: dict[str, Any] = {"net_arch": []}
@@ -30,7 +32,7 @@ LINEAR_HEADS: dict[str, Any] = {"net_arch": []}
 # ---------------------------------------------------------------------------------------------------------
 
 PPO_DEFAULT: dict[str, Any] = {
-    "policy": "CnnPolicy",
+    "policy": KIT_CNN_POLICY,
     "n_envs": 8,
     "n_timesteps": 10_000_000,
     "n_steps": 128,
@@ -40,11 +42,14 @@ PPO_DEFAULT: dict[str, Any] = {
     "clip_range": "lin_0.1",
     "vf_coef": 0.5,
     "ent_coef": 0.01,
-    "policy_kwargs": {**LINEAR_HEADS},
+    # bf16 autocast of the CNN trunk where the hardware does bf16 natively (CUDA from Ampere on, x86 CPUs
+    # with AVX512-BF16 / AMX), float32 elsewhere. Heads, losses and optimizer stay float32. A 2M-step Pong
+    # run with it learned as the float32 run did (docs/results.md); see the GPU presets' note on AMP.
+    "policy_kwargs": {**LINEAR_HEADS, "features_extractor_kwargs": {"autocast": "bf16"}},
 }
 
 A2C_DEFAULT: dict[str, Any] = {
-    "policy": "CnnPolicy",
+    "policy": KIT_CNN_POLICY,
     "n_envs": 16,
     "n_timesteps": 10_000_000,
     "ent_coef": 0.01,
