@@ -43,8 +43,8 @@ PPO_DEFAULT: dict[str, Any] = {
     "vf_coef": 0.5,
     "ent_coef": 0.01,
     # bf16 autocast of the CNN trunk where the hardware does bf16 natively (CUDA from Ampere on, x86 CPUs
-    # with AVX512-BF16 / AMX), float32 elsewhere. Heads, losses and optimizer stay float32. A 2M-step Pong
-    # run with it learned as the float32 run did (docs/results.md); see the GPU presets' note on AMP.
+    # with AVX512-BF16 / AMX), float32 elsewhere. Heads, losses and optimizer stay float32 (see the GPU
+    # presets' note on AMP). The Pong learning run with it is in docs/results.md.
     "policy_kwargs": {**LINEAR_HEADS, "features_extractor_kwargs": {"autocast": "bf16"}},
 }
 
