@@ -16,8 +16,8 @@ import statistics
 import time
 
 import torch
-
 from retro_atari_kit.integrations.sb3 import native_bf16
+
 from retro_atari_kit.models import ImpalaCNN, NatureCNN
 
 VARIANTS = {"default": (False, False), "channels-last": (True, False), "channels-last + bf16": (True, True)}

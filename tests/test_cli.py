@@ -62,6 +62,19 @@ def test_train_prints_config_and_memory_estimate(tmp_path, capsys):
     assert "algo: a2c" in out and "network: impala" in out
     assert "estimated RAM" in out and "available" in out
     assert f"results in {run}" in out
+    assert "precision: float32 on cpu" in out  # A2C's preset keeps float32
+
+
+def test_train_says_when_the_cnn_runs_in_bf16(tmp_path, capsys):
+    from retro_atari_kit.integrations.sb3 import native_bf16
+
+    run = str(tmp_path / "r")
+    assert main(["train", "ppo", ENV, "--timesteps", "64", "--run-dir", run, *TINY]) == 0
+    out = capsys.readouterr().out
+    if native_bf16("cpu"):  # this VM's EPYC has AVX512-BF16
+        assert "precision: CNN under bf16 autocast (cpu has native bf16)" in out
+    else:
+        assert "precision: float32 on cpu (autocast='bf16' asked for, but it has no native bf16" in out
 
 
 def test_eval_reports_true_scores(trained_run, capsys):

@@ -1,4 +1,4 @@
-"""KitCnnPolicy: uint8 frames go straight to the kit's extractor (one division, in the model), same outputs."""
+"""KitCnnPolicy: uint8 frames go to the kit's extractor as is (one division, by the model), same outputs."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_uint8_frames_reach_the_kit_extractor_and_outputs_match_cnn_policy(pong,
     kit_out = kit.policy.evaluate_actions(obs, actions)  # the training path
     sb3_out = sb3.policy.evaluate_actions(obs, actions)
     assert seen == [(torch.uint8, 255.0)]  # SB3's float cast and division were skipped
-    for a, b in zip(kit_out, sb3_out):
+    for a, b in zip(kit_out, sb3_out, strict=False):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)  # x / 255 vs x * (1 / 255): an ulp apart
 
 

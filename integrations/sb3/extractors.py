@@ -46,7 +46,7 @@ from retro_atari_kit import models
 __all__ = ["ImpalaCNN", "NatureCNN", "cnn_policy_kwargs", "native_bf16"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _native_bf16(device_type: str, index: int | None) -> bool:
     if device_type == "cuda":
         if not torch.cuda.is_available():

@@ -17,10 +17,9 @@ On this 2-core CPU it makes PPO on Pong ~15% faster (``docs/performance.md``). U
 from __future__ import annotations
 
 import torch
+from retro_atari_kit.integrations.sb3.extractors import _KitExtractor
 from stable_baselines3.common.policies import ActorCriticCnnPolicy, BaseModel
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
-
-from retro_atari_kit.integrations.sb3.extractors import _KitExtractor
 
 __all__ = ["KitCnnPolicy"]
 
@@ -37,4 +36,4 @@ class _RawFramesToKitExtractor(BaseModel):
 
 class KitCnnPolicy(ActorCriticCnnPolicy, _RawFramesToKitExtractor):
     """SB3's ``ActorCriticCnnPolicy`` (PPO, A2C) that passes uint8 frames to the kit's extractors as they
-    are (see the module docstring). Same constructor, same saved format; the presets use it."""
+    are (see the module docstring). Same constructor and state dict; the PPO and A2C presets use it."""

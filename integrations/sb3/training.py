@@ -811,6 +811,19 @@ def _prepare_new_run_dir(run_dir: str, force: bool) -> None:
     os.makedirs(run_dir)
 
 
+def precision_of(model: Any) -> str:
+    """One line saying in which precision the model's CNN runs (bf16 autocast only where it is native)."""
+    from retro_atari_kit.integrations.sb3.extractors import _KitExtractor, native_bf16
+
+    extractor = next((m for m in model.policy.modules() if isinstance(m, _KitExtractor)), None)
+    if extractor is None or not extractor.autocast:
+        return f"precision: float32 on {model.device}"
+    if native_bf16(model.device):
+        return f"precision: CNN under bf16 autocast ({model.device} has native bf16); heads, losses float32"
+    return (f"precision: float32 on {model.device} (autocast='bf16' asked for, but it has no native bf16, "
+            "where bf16 would be slower)")
+
+
 def describe(config: dict[str, Any], run_dir: str, est: dict[str, int] | None = None) -> str:
     """The resolved configuration as printed before training."""
     lines = [f"run dir: {run_dir}", yaml.safe_dump(config, sort_keys=False).rstrip()]
@@ -908,6 +921,7 @@ def train(config: dict[str, Any], run_dir: str, resume_from: str | None = None,
                 model.load_replay_buffer(replay)
                 out(f"replay buffer restored from {replay}")
         model.set_logger(_make_logger(run_dir, segment))
+        out(precision_of(model))
 
         flag = {"stop": False}
 
