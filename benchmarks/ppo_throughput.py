@@ -6,7 +6,9 @@ Contenders (Pong, RL Zoo Atari PPO hyperparameters: 8 envs x 128 steps, 4 epochs
   SB3 ``AtariWrapper``) + ``VecFrameStack(4)`` + ``PPO("CnnPolicy")`` (SB3's Nature CNN, or for Impala an
   IMPALA CNN in the default memory format).
 - ``kit``: ``make_vec_env("RetroKit/Pong-v0", n_envs=8)`` (the kit's fastest backend) + the kit's extractor
-  (channels-last) + ``get_preset("ppo")``.
+  (channels-last) + ``get_preset("ppo")`` (``KitCnnPolicy``, float32).
+- ``kit-bf16``: the same with ``get_preset("ppo", "bf16")`` (the CNN under bf16 autocast; only where the CPU
+  has native bf16, otherwise this contender is skipped).
 
 Each measurement is ``model.learn()`` over ``--rollouts`` rollouts after one warm-up rollout, wall time
 including env stepping and the PPO updates; contenders alternate, the median of ``--repeats`` is reported.
@@ -53,12 +55,12 @@ def make_sb3(network: str):
     return PPO(env=venv, device="cpu", seed=0, policy_kwargs=pk, **_zoo_kwargs())
 
 
-def make_kit(network: str):
+def make_kit(network: str, preset_name: str = "default"):
     from retro_atari_kit.integrations.sb3 import make_vec_env
     from retro_atari_kit.integrations.sb3.presets import get_preset, to_sb3_kwargs
     from stable_baselines3 import PPO
 
-    preset = get_preset("ppo")
+    preset = get_preset("ppo", preset_name)
     venv = make_vec_env("RetroKit/Pong-v0", n_envs=preset["n_envs"], seed=0)
     return PPO(env=venv, device="cpu", seed=0, **to_sb3_kwargs(preset, network=network))
 
@@ -80,20 +82,27 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=1, help="unmeasured rollouts first")
     args = p.parse_args()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, network {args.network}")
-    results: dict[str, list[float]] = {"sb3": [], "kit": []}
+    from retro_atari_kit.integrations.sb3 import native_bf16
+
     makers = {"sb3": make_sb3, "kit": make_kit}
+    if native_bf16("cpu"):
+        makers["kit-bf16"] = lambda network: make_kit(network, "bf16")
+    results: dict[str, list[float]] = {name: [] for name in makers}
     for r in range(args.repeats):
         for name, make in makers.items():
             model = make(args.network)
             sps = measure(model, args.rollouts, args.warmup)
             model.get_env().close()
             results[name].append(sps)
-            print(f"  repeat {r}: {name:4s} {sps:7.1f} steps/s", flush=True)
+            print(f"  repeat {r}: {name:8s} {sps:7.1f} steps/s", flush=True)
     med = {k: statistics.median(v) for k, v in results.items()}
     print(f"\nPPO Pong, 8 envs, {args.network}: median steps/s over {args.repeats} repeats")
     for k, v in med.items():
-        print(f"  {k:4s} {v:7.1f}  (all: {', '.join(f'{x:.1f}' for x in results[k])})")
-    print(f"  kit / sb3 = {med['kit'] / med['sb3']:.2f}x")
+        print(f"  {k:8s} {v:7.1f}  (all: {', '.join(f'{x:.1f}' for x in results[k])})")
+    for k in med:
+        if k != "sb3":
+            per_repeat = ", ".join(f"{a / b:.2f}" for a, b in zip(results[k], results["sb3"], strict=True))
+            print(f"  {k} / sb3 = {med[k] / med['sb3']:.2f}x  (per repeat: {per_repeat})")
 
 
 if __name__ == "__main__":

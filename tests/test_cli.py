@@ -62,14 +62,14 @@ def test_train_prints_config_and_memory_estimate(tmp_path, capsys):
     assert "algo: a2c" in out and "network: impala" in out
     assert "estimated RAM" in out and "available" in out
     assert f"results in {run}" in out
-    assert "precision: float32 on cpu" in out  # A2C's preset keeps float32
+    assert "precision: float32 on cpu" in out  # the default presets are float32
 
 
 def test_train_says_when_the_cnn_runs_in_bf16(tmp_path, capsys):
     from retro_atari_kit.integrations.sb3 import native_bf16
 
     run = str(tmp_path / "r")
-    assert main(["train", "ppo", ENV, "--timesteps", "64", "--run-dir", run, *TINY]) == 0
+    assert main(["train", "ppo", ENV, "--timesteps", "64", "--run-dir", run, "--preset", "bf16", *TINY]) == 0
     out = capsys.readouterr().out
     if native_bf16("cpu"):  # this VM's EPYC has AVX512-BF16
         assert "precision: CNN under bf16 autocast (cpu has native bf16)" in out
@@ -186,7 +186,7 @@ def test_existing_run_dir_is_refused_and_untouched(trained_run, capsys):
 
 def test_unreadable_checkpoint_is_refused(tmp_path, capsys):
     run = str(tmp_path / "r")
-    assert main(["train", "ppo", ENV, "--timesteps", "64", "--run-dir", run, *TINY]) == 0
+    assert main(["train", "ppo", ENV, "--timesteps", "64", "--run-dir", run, "--preset", "bf16", *TINY]) == 0
     capsys.readouterr()
     with open(os.path.join(run, "checkpoints", "model_999999_steps.zip"), "wb") as fh:
         fh.write(b"garbage")

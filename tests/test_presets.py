@@ -21,7 +21,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 def test_list_presets():
     names = list_presets()
-    assert names["ppo"] == ["default", "gpu"] and names["a2c"] == ["default", "gpu"]
+    assert names["ppo"] == ["default", "bf16", "gpu"] and names["a2c"] == ["default", "gpu"]
     assert names["dqn"] == ["default", "gpu", "pong-dqn"] and "qrdqn" in names
 
 
@@ -77,11 +77,12 @@ def test_overrides_key_by_key_with_validation():
     got = apply_overrides(base, ["n_steps=256", "learning_rate=lin_1e-4", "policy_kwargs.net_arch=[64]"],
                           algo="ppo")
     assert got["n_steps"] == 256 and got["learning_rate"] == "lin_1e-4"
+    assert got["policy_kwargs"] == {"net_arch": [64]} and base["n_steps"] == 128  # input untouched
     # a dotted key replaces one nested value and keeps its siblings
-    assert got["policy_kwargs"] == {"net_arch": [64], "features_extractor_kwargs": {"autocast": "bf16"}}
-    assert base["n_steps"] == 128 and base["policy_kwargs"]["net_arch"] == []  # input untouched
-    off = apply_overrides(base, ["policy_kwargs.features_extractor_kwargs.autocast=null"], algo="ppo")
+    bf16 = get_preset("ppo", "bf16")
+    off = apply_overrides(bf16, ["policy_kwargs.features_extractor_kwargs.autocast=null"], algo="ppo")
     assert off["policy_kwargs"] == {"net_arch": [], "features_extractor_kwargs": {"autocast": None}}
+    assert bf16["policy_kwargs"]["features_extractor_kwargs"] == {"autocast": "bf16"}
     assert apply_overrides(base, {"gamma": 0.98}, algo="ppo")["gamma"] == 0.98  # any PPO argument
     with pytest.raises(ValueError, match="unknown hyperparameter 'n_step'.*'n_steps'"):
         apply_overrides(base, ["n_step=5"], algo="ppo")
