@@ -74,7 +74,7 @@ def test_train_says_when_the_cnn_runs_in_bf16(tmp_path, capsys):
     if native_bf16("cpu"):  # this VM's EPYC has AVX512-BF16
         assert "precision: CNN under bf16 autocast (cpu has native bf16)" in out
     else:
-        assert "precision: float32 on cpu (autocast='bf16' asked for, but it has no native bf16" in out
+        assert "precision: float32 on cpu (autocast='bf16' ignored: no native bf16" in out
 
 
 def test_eval_reports_true_scores(trained_run, capsys):
@@ -186,7 +186,7 @@ def test_existing_run_dir_is_refused_and_untouched(trained_run, capsys):
 
 def test_unreadable_checkpoint_is_refused(tmp_path, capsys):
     run = str(tmp_path / "r")
-    assert main(["train", "ppo", ENV, "--timesteps", "64", "--run-dir", run, "--preset", "bf16", *TINY]) == 0
+    assert main(["train", "ppo", ENV, "--timesteps", "64", "--run-dir", run, *TINY]) == 0
     capsys.readouterr()
     with open(os.path.join(run, "checkpoints", "model_999999_steps.zip"), "wb") as fh:
         fh.write(b"garbage")

@@ -820,8 +820,8 @@ def precision_of(model: Any) -> str:
         return f"precision: float32 on {model.device}"
     if native_bf16(model.device):
         return f"precision: CNN under bf16 autocast ({model.device} has native bf16); heads, losses float32"
-    return (f"precision: float32 on {model.device} (autocast='bf16' asked for, but it has no native bf16, "
-            "where bf16 would be slower)")
+    return (f"precision: float32 on {model.device} (autocast='bf16' ignored: no native bf16 here, and "
+            "emulated bf16 is slower than float32)")
 
 
 def describe(config: dict[str, Any], run_dir: str, est: dict[str, int] | None = None) -> str:
