@@ -28,7 +28,7 @@ extractors: :func:`cnn_policy_kwargs` and the kit's presets do.
 bf16 arithmetic (:func:`native_bf16`: CUDA GPUs from Ampere on, x86 CPUs with AVX512-BF16 or AMX) and is
 a no-op elsewhere, where emulated bf16 would be slower than float32. The features come back as float32,
 so SB3's heads, losses and optimizer stay float32 and no loss scaling is needed (bf16 keeps float32's
-exponent range). Opt-in (the ``bf16`` and ``gpu`` presets): see ``docs/sb3.md`` for why it is not the default.
+exponent range). Opt-in (the PPO ``bf16`` preset): see ``docs/sb3.md`` for why it is not the default.
 """
 
 from __future__ import annotations
