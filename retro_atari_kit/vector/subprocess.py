@@ -304,7 +304,7 @@ class SubprocessDriver:
                 proc.join(1.0)
             if proc.is_alive():
                 proc.kill()
-                proc.join()
+                proc.join(5.0)  # bounded even here: close() must never hang
         for conn in self.conns:
             conn.close()
         if self._shm is not None:
