@@ -51,7 +51,7 @@ def _native_bf16(device_type: str, index: int | None) -> bool:
     if device_type == "cuda":
         if not torch.cuda.is_available():
             return False
-        with torch.cuda.device(index if index is not None else torch.cuda.current_device()):
+        with torch.cuda.device(index):  # None: the current device
             try:
                 return torch.cuda.is_bf16_supported(including_emulation=False)
             except TypeError:  # torch < 2.4 has no emulation flag and reports native support only
@@ -103,11 +103,15 @@ class _KitExtractor(_SB3NatureCNN):
         # space reaches us as float 0..255 and the one division by 255 is ours.
         self.divides_by_255 = bool(uint8_space and normalized_image)
 
+    def runs_in_bf16(self, device: torch.device) -> bool:
+        """Whether a forward pass on ``device`` runs under bf16 autocast (asked for, and native there)."""
+        return bool(self.autocast) and native_bf16(device)
+
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
         # uint8 (called directly with raw frames): the model divides once itself
         if observations.dtype != torch.uint8 and self.divides_by_255:
             observations = observations * (1.0 / 255.0)
-        if self.autocast and native_bf16(observations.device):
+        if self.runs_in_bf16(observations.device):
             with torch.autocast(observations.device.type, dtype=torch.bfloat16):
                 return self.net(observations).float()
         return self.net(observations)

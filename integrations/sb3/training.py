@@ -813,12 +813,12 @@ def _prepare_new_run_dir(run_dir: str, force: bool) -> None:
 
 def precision_of(model: Any) -> str:
     """One line saying in which precision the model's CNN runs (bf16 autocast only where it is native)."""
-    from retro_atari_kit.integrations.sb3.extractors import _KitExtractor, native_bf16
+    from retro_atari_kit.integrations.sb3.extractors import _KitExtractor
 
     extractor = next((m for m in model.policy.modules() if isinstance(m, _KitExtractor)), None)
     if extractor is None or not extractor.autocast:
         return f"precision: float32 on {model.device}"
-    if native_bf16(model.device):
+    if extractor.runs_in_bf16(model.device):
         return f"precision: CNN under bf16 autocast ({model.device} has native bf16); heads, losses float32"
     return (f"precision: float32 on {model.device} (autocast='bf16' ignored: no native bf16 here, and "
             "emulated bf16 is slower than float32)")
