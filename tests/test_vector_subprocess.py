@@ -78,6 +78,8 @@ def test_ctrl_c_in_main_process_shuts_workers_down(tmp_path):
     the interpreter's exit. Either way no worker survives. The script reports where the interrupt landed."""
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent("""
+        import faulthandler
+        import signal
         import sys
         import traceback
         import numpy as np
@@ -85,6 +87,7 @@ def test_ctrl_c_in_main_process_shuts_workers_down(tmp_path):
         import retro_atari_kit  # noqa: F401
 
         if __name__ == "__main__":
+            faulthandler.register(signal.SIGUSR1)  # the test dumps our stacks if we hang
             venv = gym.make_vec("RetroKit/Pong-v0", num_envs=2, backend="subprocess")
             venv.reset(seed=0)
             print(*venv.worker_pids, flush=True)
@@ -98,12 +101,20 @@ def test_ctrl_c_in_main_process_shuts_workers_down(tmp_path):
                 print("interrupted", "in-call" if in_call else "between-calls", venv.closed, flush=True)
                 sys.exit(3)
     """))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     try:
         pids = [int(p) for p in proc.stdout.readline().split()]
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=30)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # faulthandler: where is it stuck?
+            time.sleep(1)
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"the script hung after Ctrl-C; stdout {out!r}; its stacks:\n{err}")
     finally:
         if proc.poll() is None:
             proc.kill()
