@@ -48,9 +48,8 @@ PPO_DEFAULT: dict[str, Any] = {
 # The default with the CNN trunk under bf16 autocast where the hardware does bf16 natively (CUDA from
 # Ampere on, x86 CPUs with AVX512-BF16 / AMX; float32 elsewhere). Heads, losses and optimizer stay float32
 # (see the GPU presets' note on AMP). On this 2-core AVX512-BF16 CPU PPO runs ~1.25x faster than with the
-# float32 default. Opt-in, not the default: in a 2M-step Pong run (docs/results.md) it learned faster than
-# the float32 run up to 1.5M steps, then stalled and ended well below it; one seed each cannot tell bf16
-# from seed luck, so the default stays float32.
+# float32 default. Opt-in, not the default: in two 2M-step Pong runs (seeds 0 and 1, docs/results.md) it
+# learned faster than the float32 run up to ~1.5M steps, then flattened and ended below it both times.
 PPO_BF16: dict[str, Any] = {
     **PPO_DEFAULT,
     "policy_kwargs": {**LINEAR_HEADS, "features_extractor_kwargs": {"autocast": "bf16"}},
