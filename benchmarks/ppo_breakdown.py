@@ -40,6 +40,7 @@ def _timed(fn: Callable[..., Any], totals: dict[str, float], key: str) -> Callab
 
 def breakdown(model, rollouts: int) -> dict[str, float]:
     """Median seconds per rollout for each part."""
+    model._setup_learn(model.n_steps * model.n_envs * (rollouts + 1))  # env reset, logger, first obs
     totals = dict.fromkeys(("policy", "env", "collect", "train"), 0.0)
     # instance attributes shadow the methods, so only this model is instrumented
     model.policy.forward = _timed(model.policy.forward, totals, "policy")
@@ -71,12 +72,12 @@ def main() -> None:
     print(f"  {'':4s} {'policy':>7s} {'env':>7s} {'collect':>8s} {'train':>7s} {'total':>7s} {'steps/s':>8s}")
     for name, make in (("sb3", make_sb3), ("kit", make_kit)):
         model = make("nature")
-        model._setup_learn(model.n_steps * model.n_envs * (args.rollouts + 1))
         parts = breakdown(model, args.rollouts)
         model.get_env().close()
         total = parts["collect"] + parts["train"]
+        steps_per_second = model.n_steps * model.n_envs / total
         print(f"  {name:4s} {parts['policy']:7.3f} {parts['env']:7.3f} {parts['collect']:8.3f} "
-              f"{parts['train']:7.3f} {total:7.3f} {1024 / total:8.1f}", flush=True)
+              f"{parts['train']:7.3f} {total:7.3f} {steps_per_second:8.1f}", flush=True)
 
 
 if __name__ == "__main__":

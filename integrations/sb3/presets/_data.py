@@ -134,8 +134,8 @@ DQN_PONG: dict[str, Any] = {
 #   trunk runs in bf16, its output is cast back to float32, so the heads, the losses (log-probs, value and
 #   TD targets) and the optimizer stay float32. bf16 has float32's exponent range, so no loss scaling is
 #   needed; it takes effect only on hardware with native bf16 (GPUs from Ampere on, CPUs with AVX512-BF16
-#   or AMX). It is NOT on in these presets: the one learning run with it (PPO, Pong, 2M steps, on this
-#   AVX512-BF16 CPU; docs/results.md) ended well below the float32 run, and on a GPU the network is not
+#   or AMX). It is NOT on in these presets: both learning runs with it (PPO, Pong, 2M steps, seeds 0 and 1,
+#   on this AVX512-BF16 CPU; docs/results.md) ended below the float32 run, and on a GPU the network is not
 #   the bottleneck anyway (see above). Opt in with the PPO ``bf16`` preset or
 #   ``--set policy_kwargs.features_extractor_kwargs.autocast=bf16``. Never for DQN/QR-DQN, whose argmax
 #   over close Q-values is the most precision-sensitive.
