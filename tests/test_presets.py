@@ -6,6 +6,7 @@ import gymnasium as gym
 import pytest
 import yaml
 from retro_atari_kit.integrations.sb3 import (
+    ChannelsLastRolloutBuffer,
     CompactReplayBuffer,
     ImpalaCNN,
     KitCnnPolicy,
@@ -77,11 +78,14 @@ def test_overrides_key_by_key_with_validation():
     got = apply_overrides(base, ["n_steps=256", "learning_rate=lin_1e-4", "policy_kwargs.net_arch=[64]"],
                           algo="ppo")
     assert got["n_steps"] == 256 and got["learning_rate"] == "lin_1e-4"
-    assert got["policy_kwargs"] == {"net_arch": [64]} and base["n_steps"] == 128  # input untouched
+    fused_adam = {"eps": 1e-5, "fused": True}
+    assert got["policy_kwargs"] == {"net_arch": [64], "optimizer_kwargs": fused_adam}
+    assert base["n_steps"] == 128 and base["policy_kwargs"]["net_arch"] == []  # input untouched
     # a dotted key replaces one nested value and keeps its siblings
     bf16 = get_preset("ppo", "bf16")
     off = apply_overrides(bf16, ["policy_kwargs.features_extractor_kwargs.autocast=null"], algo="ppo")
-    assert off["policy_kwargs"] == {"net_arch": [], "features_extractor_kwargs": {"autocast": None}}
+    assert off["policy_kwargs"] == {"net_arch": [], "optimizer_kwargs": fused_adam,
+                                    "features_extractor_kwargs": {"autocast": None}}
     assert bf16["policy_kwargs"]["features_extractor_kwargs"] == {"autocast": "bf16"}
     assert apply_overrides(base, {"gamma": 0.98}, algo="ppo")["gamma"] == 0.98  # any PPO argument
     with pytest.raises(ValueError, match="unknown hyperparameter 'n_step'.*'n_steps'"):
@@ -118,6 +122,10 @@ def test_every_preset_builds_a_model(algo, cls, name):
         if algo == "ppo":
             assert model.lr_schedule(1.0) == pytest.approx(2.5e-4)
             assert model.clip_range(0.5) == pytest.approx(0.05)
+            # SB3's Adam settings for actor-critic policies, as the fused kernel
+            assert model.policy.optimizer.defaults["eps"] == 1e-5 and model.policy.optimizer.defaults["fused"]
+        if algo in ("ppo", "a2c"):
+            assert isinstance(model.rollout_buffer, ChannelsLastRolloutBuffer)
     finally:
         venv.close()
 

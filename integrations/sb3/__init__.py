@@ -13,6 +13,7 @@ _EXPORTS = {
     "ImpalaCNN": "retro_atari_kit.integrations.sb3.extractors",
     "cnn_policy_kwargs": "retro_atari_kit.integrations.sb3.extractors",
     "CompactReplayBuffer": "retro_atari_kit.integrations.sb3.buffers",
+    "ChannelsLastRolloutBuffer": "retro_atari_kit.integrations.sb3.rollout_buffer",
     "KitCnnPolicy": "retro_atari_kit.integrations.sb3.policies",
     "native_bf16": "retro_atari_kit.integrations.sb3.extractors",
     "make_vec_env": "retro_atari_kit.integrations.sb3.launcher",

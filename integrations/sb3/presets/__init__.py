@@ -42,7 +42,7 @@ __all__ = [
 # Keys of a preset that are not SB3 constructor arguments.
 NON_SB3_KEYS = ("n_envs", "n_timesteps")
 SCHEDULE_KEYS = ("learning_rate", "clip_range", "clip_range_vf")
-CLASS_KEYS = ("replay_buffer_class",)
+CLASS_KEYS = ("replay_buffer_class", "rollout_buffer_class")
 POLICY_CLASS_KEYS = ("optimizer_class", "activation_fn", "features_extractor_class")
 NETWORKS = {
     "nature": "retro_atari_kit.integrations.sb3.extractors.NatureCNN",

@@ -21,11 +21,17 @@ from __future__ import annotations
 from typing import Any
 
 COMPACT_BUFFER = "retro_atari_kit.integrations.sb3.buffers.CompactReplayBuffer"
+# SB3's RolloutBuffer, but minibatches of frames come out channels-last without extra copies
+CHANNELS_LAST_ROLLOUTS = "retro_atari_kit.integrations.sb3.rollout_buffer.ChannelsLastRolloutBuffer"
 # SB3's ActorCriticCnnPolicy, but uint8 frames go to the kit's extractor without SB3's float division
 KIT_CNN_POLICY = "retro_atari_kit.integrations.sb3.policies.KitCnnPolicy"
 RMSPROP_TF_LIKE = "stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike"
 # linear heads on the CNN features (see the module docstring)
 LINEAR_HEADS: dict[str, Any] = {"net_arch": []}
+# SB3's Adam for actor-critic policies (eps 1e-5), as one fused kernel over all parameters: the same update
+# (float32, equal to the per-parameter loop within ~1e-7 after 30 steps); on this 2-core CPU an optimizer
+# step of the Nature CNN policy takes 1.6 ms instead of 6.9 ms (16 steps per PPO rollout). torch >= 2.4.
+FUSED_ADAM: dict[str, Any] = {"eps": 1e-5, "fused": True}
 
 # ---------------------------------------------------------------------------------------------------------
 # Defaults: the RL Zoo Atari hyperparameters (rl-baselines3-zoo hyperparams/{ppo,a2c,dqn,qrdqn}.yml, atari).
@@ -33,6 +39,7 @@ LINEAR_HEADS: dict[str, Any] = {"net_arch": []}
 
 PPO_DEFAULT: dict[str, Any] = {
     "policy": KIT_CNN_POLICY,
+    "rollout_buffer_class": CHANNELS_LAST_ROLLOUTS,
     "n_envs": 8,
     "n_timesteps": 10_000_000,
     "n_steps": 128,
@@ -42,7 +49,7 @@ PPO_DEFAULT: dict[str, Any] = {
     "clip_range": "lin_0.1",
     "vf_coef": 0.5,
     "ent_coef": 0.01,
-    "policy_kwargs": {**LINEAR_HEADS},
+    "policy_kwargs": {**LINEAR_HEADS, "optimizer_kwargs": FUSED_ADAM},
 }
 
 # The default with the CNN trunk under bf16 autocast where the hardware does bf16 natively (CUDA from
@@ -52,11 +59,12 @@ PPO_DEFAULT: dict[str, Any] = {
 # learned faster than the float32 run up to ~1.5M steps, then flattened and ended below it both times.
 PPO_BF16: dict[str, Any] = {
     **PPO_DEFAULT,
-    "policy_kwargs": {**LINEAR_HEADS, "features_extractor_kwargs": {"autocast": "bf16"}},
+    "policy_kwargs": {**PPO_DEFAULT["policy_kwargs"], "features_extractor_kwargs": {"autocast": "bf16"}},
 }
 
 A2C_DEFAULT: dict[str, Any] = {
     "policy": KIT_CNN_POLICY,
+    "rollout_buffer_class": CHANNELS_LAST_ROLLOUTS,
     "n_envs": 16,
     "n_timesteps": 10_000_000,
     "ent_coef": 0.01,
