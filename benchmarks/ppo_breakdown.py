@@ -46,7 +46,8 @@ class Instrumented:
 
     def __init__(self, model) -> None:
         self.model = model
-        model._setup_learn(model.n_steps * model.n_envs * 10**6)  # env reset, logger, first obs
+        # env reset, logger, first obs; a budget never reached, so the schedules stay at their start values
+        model._setup_learn(model.n_steps * model.n_envs * 10**6)
         self.totals = dict.fromkeys(("policy", "env", "collect", "train"), 0.0)
         # instance attributes shadow the methods, so only this model is instrumented
         model.policy.forward = _timed(model.policy.forward, self.totals, "policy")
