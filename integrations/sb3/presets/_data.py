@@ -55,8 +55,8 @@ PPO_DEFAULT: dict[str, Any] = {
 # The default with the CNN trunk under bf16 autocast where the hardware does bf16 natively (CUDA from
 # Ampere on, x86 CPUs with AVX512-BF16 / AMX; float32 elsewhere). Heads, losses and optimizer stay float32
 # (see the GPU presets' note on AMP). On this 2-core AVX512-BF16 CPU PPO runs ~1.25x faster than with the
-# float32 default. Opt-in, not the default: in two 2M-step Pong runs (seeds 0 and 1, docs/results.md) it
-# learned faster than the float32 run up to ~1.5M steps, then flattened and ended below it both times.
+# float32 default. Opt-in, not the default: in 2M-step Pong runs, two seeds each (docs/results.md), both
+# bf16 runs flattened in the last quarter and ended below both float32 runs.
 PPO_BF16: dict[str, Any] = {
     **PPO_DEFAULT,
     "policy_kwargs": {**PPO_DEFAULT["policy_kwargs"], "features_extractor_kwargs": {"autocast": "bf16"}},
@@ -143,7 +143,7 @@ DQN_PONG: dict[str, Any] = {
 #   TD targets) and the optimizer stay float32. bf16 has float32's exponent range, so no loss scaling is
 #   needed; it takes effect only on hardware with native bf16 (GPUs from Ampere on, CPUs with AVX512-BF16
 #   or AMX). It is NOT on in these presets: both learning runs with it (PPO, Pong, 2M steps, seeds 0 and 1,
-#   on this AVX512-BF16 CPU; docs/results.md) ended below the float32 run, and on a GPU the network is not
+#   on this AVX512-BF16 CPU; docs/results.md) ended below both float32 runs, and on a GPU the network is not
 #   the bottleneck anyway (see above). Opt in with the PPO ``bf16`` preset or
 #   ``--set policy_kwargs.features_extractor_kwargs.autocast=bf16``. Never for DQN/QR-DQN, whose argmax
 #   over close Q-values is the most precision-sensitive.
