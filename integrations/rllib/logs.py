@@ -1,0 +1,127 @@
+"""What an RLlib training iteration leaves in the run dir: monitor CSV rows, a progress row, tensorboard
+scalars and a log line, in the same files and column names as the SB3 engine (so ``retrokit plot`` and
+anything reading SB3's ``progress.csv`` work unchanged).
+
+The files themselves (monitor CSV format, progress part files, merging) are the run layer's
+(``retro_atari_kit.runs``); this module only maps an RLlib result dict onto them.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import time
+from collections import deque
+from typing import Any
+
+from retro_atari_kit.integrations.rllib.callbacks import GAMES, TRUE_SCORE
+
+from retro_atari_kit.runs import MonitorCSV, monitor_dir, progress_path
+
+# (progress.csv column, path in RLlib's result dict). SB3's names where the meaning is the same:
+# rollout/ep_rew_mean is the TRUE score (all lives, unclipped), as the kit's SB3 runs log it.
+COLUMNS: list[tuple[str, tuple[str, ...]]] = [
+    ("time/total_timesteps", ()),
+    ("time/iterations", ("training_iteration",)),
+    ("time/time_elapsed", ()),
+    ("time/fps", ()),
+    ("rollout/ep_rew_mean", ()),  # last 100 games, as SB3's
+    ("rollout/ep_len_mean", ()),
+    ("rollout/games", ()),
+    ("rllib/true_score_mean", ("env_runners", TRUE_SCORE)),  # per runner, last 100 of its games
+    ("rllib/episode_return_mean", ("env_runners", "episode_return_mean")),  # one life, clipped
+    ("rllib/episode_len_mean", ("env_runners", "episode_len_mean")),
+    ("train/loss", ("learners", "default_policy", "total_loss")),
+    ("train/policy_loss", ("learners", "default_policy", "policy_loss")),
+    ("train/value_loss", ("learners", "default_policy", "vf_loss")),
+    ("train/entropy", ("learners", "default_policy", "entropy")),
+    ("train/qf_loss", ("learners", "default_policy", "qf_loss")),
+    ("train/learning_rate", ("learners", "default_policy", "default_optimizer_learning_rate")),
+]
+
+__all__ = ["COLUMNS", "RunLogger", "lookup"]
+
+
+def lookup(result: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """``result[path[0]][path[1]]...`` or None."""
+    node: Any = result
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _number(value: Any) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+class RunLogger:
+    """Writes one segment's logs (segment 0: the first run; k: the k-th resume) into ``run_dir``."""
+
+    def __init__(self, run_dir: str, env_id: str, num_envs: int, segment: int, start_steps: int) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.monitor = MonitorCSV(monitor_dir(run_dir, segment), env_id, num_envs)
+        self.num_envs = num_envs
+        self.path = progress_path(run_dir, segment)
+        self._csv = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115  (kept for the run)
+        self._writer = csv.writer(self._csv)
+        self._writer.writerow([c for c, _ in COLUMNS])
+        self._csv.flush()
+        self._log = open(os.path.join(run_dir, "log.txt"), "a", encoding="utf-8")  # noqa: SIM115
+        self._tb = SummaryWriter(log_dir=run_dir)
+        self.games = 0
+        self.recent: deque[tuple[float, int]] = deque(maxlen=100)
+        self._t0 = time.time()
+        self._last = (self._t0, start_steps)
+
+    def log(self, result: dict[str, Any], steps: int) -> dict[str, Any]:
+        """Record one iteration's result at ``steps`` total env steps; returns the progress row."""
+        for rank, score, length in lookup(result, ("env_runners", GAMES)) or []:
+            # a runner restarted with more envs than configured must not crash the run: fold its ranks in
+            self.monitor.write(int(rank) % self.num_envs, float(score), int(length))
+            self.recent.append((float(score), int(length)))
+            self.games += 1
+        now = time.time()
+        fps = (steps - self._last[1]) / max(now - self._last[0], 1e-9)
+        self._last = (now, steps)
+        row: dict[str, Any] = {}
+        for column, path in COLUMNS:
+            row[column] = _number(lookup(result, path)) if path else None
+        row.update(
+            {
+                "time/total_timesteps": steps,
+                "time/time_elapsed": round(now - self._t0, 3),
+                "time/fps": round(fps, 1),
+                "rollout/games": self.games,
+            }
+        )
+        if self.recent:
+            row["rollout/ep_rew_mean"] = sum(r for r, _ in self.recent) / len(self.recent)
+            row["rollout/ep_len_mean"] = sum(n for _, n in self.recent) / len(self.recent)
+        self._writer.writerow(["" if row[c] is None else row[c] for c, _ in COLUMNS])
+        self._csv.flush()
+        for column, value in row.items():
+            if value is not None and column != "time/total_timesteps":
+                self._tb.add_scalar(column, value, steps)
+        score = row["rollout/ep_rew_mean"]
+        self._log.write(
+            f"iter {row['time/iterations']} steps {steps} fps {row['time/fps']:.0f} games {self.games} "
+            f"true_score_mean {'n/a' if score is None else f'{score:.2f}'}\n"
+        )
+        self._log.flush()
+        return row
+
+    def close(self) -> None:
+        """Flush and close every file. Idempotent."""
+        self.monitor.close()
+        for handle in (self._csv, self._log):
+            if not handle.closed:
+                handle.close()
+        self._tb.close()

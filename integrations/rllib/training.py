@@ -1,0 +1,337 @@
+"""``retrokit train ... --engine rllib``: the RLlib engine behind the CLI, on the kit's run layer.
+
+The engine interface the CLI calls (the same as the SB3 engine's): :func:`prepare`, :func:`prepare_resume`,
+:func:`train`, :func:`load_model`, :func:`latest_model`. The run directory (config, lock, checkpoints,
+monitor CSVs, progress merging) is ``retro_atari_kit.runs``; RLlib checkpoints are directories
+``checkpoints/model_<steps>_steps/`` (RLlib's full algorithm state, plus ``policy.pt`` for torch-only eval),
+and ``model`` links the last one when a run finishes. Ray is imported only when training.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from retro_atari_kit.integrations.rllib.hyperparams import ALGOS, get_preset
+from retro_atari_kit.integrations.rllib.policy import POLICY_FILE, load_model, policy_payload
+
+from retro_atari_kit.runs import (
+    RunError,
+    RunLock,
+    TrainSpec,
+    atomic_write,
+    checkpoint_path,
+    create_run_dir,
+    default_run_dir,
+    final_model_path,
+    list_checkpoints,
+    load_config,
+    merge_progress,
+    new_config,
+    publish_final_model,
+    resume_segment,
+    set_aside_orphaned_logs,
+    write_config,
+)
+
+ENGINE = "rllib"
+INSTALL = 'pip install "retro-atari-kit[rllib]"'
+
+__all__ = ["latest_model", "load_model", "prepare", "prepare_resume", "save_checkpoint", "train"]
+
+
+def _require_ray() -> None:
+    try:
+        import ray.rllib  # noqa: F401
+    except ImportError as exc:
+        raise RunError(f"--engine rllib needs Ray RLlib, which is not installed ({exc}); {INSTALL}") from None
+
+
+def _probe(env_id: str, env_kwargs: dict[str, Any]) -> tuple[tuple[int, ...], int]:
+    """Make the env once here: validates the ID, kwargs and ROM; returns (obs shape, number of actions)."""
+    import gymnasium as gym
+    from retro_atari_kit.integrations.rllib.envs import worker_env_id
+
+    kwargs = {k: v for k, v in env_kwargs.items() if k != "backend"}  # a vector-env kwarg only
+    try:
+        env = gym.make(worker_env_id(env_id), **kwargs)
+    except RunError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (bad kwargs, missing ROM: one line)
+        raise RunError(f"cannot make {env_id}: {str(exc).strip().splitlines()[0]}") from None
+    try:
+        return tuple(env.observation_space.shape), int(env.action_space.n)
+    finally:
+        env.close()
+
+
+def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = print) -> tuple[dict, str]:
+    """Validate ``spec``, create the run dir and write its ``config.yaml``; returns ``(config, run_dir)``.
+
+    ``spec.engine_options`` may hold ``num_env_runners``, ``num_envs_per_env_runner``, ``address``
+    (``auto`` or ``HOST:PORT``; none: a local Ray with this machine's CPUs) and ``num_gpus`` (learner GPUs).
+    """
+    _require_ray()
+    from retro_atari_kit.integrations.rllib.config import algo_config
+
+    if spec.algo not in ALGOS:
+        raise RunError(f"unknown algo {spec.algo!r} for --engine rllib; choose one of {', '.join(ALGOS)}")
+    if spec.eval_every:
+        raise RunError(
+            "--eval-every is not available with --engine rllib; run `retrokit eval` on checkpoints"
+        )
+    if spec.save_replay_buffer:
+        raise RunError("--save-replay-buffer is not available with --engine rllib (RLlib checkpoints decide)")
+    env_kwargs = dict(spec.env_kwargs)
+    if spec.backend != "auto":
+        env_kwargs["backend"] = spec.backend
+    _probe(spec.env_id, env_kwargs)
+    options = dict(spec.engine_options)
+    unknown = set(options) - {"num_env_runners", "num_envs_per_env_runner", "address", "num_gpus"}
+    if unknown:
+        raise RunError(f"unknown RLlib option {sorted(unknown)[0]!r}")
+    hyper = {**get_preset(spec.algo, spec.preset), **spec.overrides}
+    if spec.n_envs and not options.get("num_envs_per_env_runner"):
+        runners = max(int(options.get("num_env_runners") or 1), 1)
+        options["num_envs_per_env_runner"] = -(-int(spec.n_envs) // runners)
+    if options.get("num_envs_per_env_runner"):
+        hyper["num_envs_per_env_runner"] = int(options["num_envs_per_env_runner"])
+    # builds (without Ray running) the RLlib config, so a bad --set key fails here, not after ray.init
+    algo_config(
+        spec.algo, spec.env_id, spec.network, **{k: v for k, v in hyper.items()}, env_kwargs=env_kwargs
+    )
+    config = new_config(
+        ENGINE,
+        spec.command,
+        algo=spec.algo,
+        env_id=spec.env_id,
+        network=spec.network,
+        preset=spec.preset,
+        seed=int(spec.seed),
+        timesteps=int(spec.timesteps),
+        device=spec.device,
+        env_kwargs=env_kwargs,
+        checkpoint_every=int(spec.checkpoint_every),
+        rllib={
+            "num_env_runners": options.get("num_env_runners"),
+            "address": options.get("address"),
+            "num_gpus": options.get("num_gpus"),
+        },
+        hyperparameters=hyper,
+    )
+    run_dir = spec.run_dir or default_run_dir(spec.env_id, spec.algo, spec.network, spec.seed)
+    create_run_dir(run_dir, force=force)
+    write_config(run_dir, config)
+    out(f"RLlib {spec.algo} on {spec.env_id} ({spec.network} CNN), {spec.timesteps} steps -> {run_dir}")
+    return config, run_dir
+
+
+def prepare_resume(
+    run_dir: str, timesteps: int | None = None, out: Callable[[str], None] = print
+) -> tuple[dict, str, str]:
+    """The run's config (with a new total ``timesteps`` if given) and its newest complete checkpoint."""
+    config = load_config(run_dir)
+    if config.get("engine") != ENGINE:
+        raise RunError(
+            f"{run_dir} was trained with --engine {config.get('engine')}; resume it with that engine"
+        )
+    _require_ray()
+    ckpts = [c for c in list_checkpoints(run_dir) if os.path.isfile(os.path.join(c[1], POLICY_FILE))]
+    if not ckpts:
+        raise RunError(f"{run_dir} has no checkpoint to resume from; start a new run with --force")
+    if timesteps is not None:
+        config["timesteps"] = int(timesteps)
+        write_config(run_dir, config)
+    out(f"resuming from {ckpts[-1][1]} ({ckpts[-1][0]} steps)")
+    return config, run_dir, ckpts[-1][1]
+
+
+def latest_model(run_dir: str) -> tuple[str, int | None]:
+    """``(path, steps)`` of the run's final model, else its newest checkpoint (directories)."""
+    load_config(run_dir)
+    ckpts = [c for c in list_checkpoints(run_dir) if os.path.isfile(os.path.join(c[1], POLICY_FILE))]
+    final = final_model_path(run_dir, suffix="")
+    if os.path.isfile(os.path.join(final, POLICY_FILE)):
+        real = os.path.realpath(final)
+        steps = next((s for s, p in ckpts if os.path.realpath(p) == real), None)
+        return final, steps
+    if not ckpts:
+        raise RunError(f"{run_dir} has no checkpoint yet; train longer or resume it")
+    return ckpts[-1][1], ckpts[-1][0]
+
+
+def _connect(config: dict[str, Any]) -> bool:
+    """Connect to (or start) Ray; True if this call started it (and so must shut it down)."""
+    import ray
+    from retro_atari_kit.integrations.rllib.envs import check_address
+
+    if ray.is_initialized():
+        return False
+    address = (config.get("rllib") or {}).get("address")
+    check_address(address)
+    try:
+        if address:
+            ray.init(address=address, include_dashboard=False, logging_level="warning")
+        else:
+            ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, logging_level="warning")
+    except ConnectionError as exc:
+        raise RunError(f"cannot connect to Ray at {address}: {str(exc).strip().splitlines()[0]}") from None
+    return True
+
+
+def _runner_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """Resolved runner / learner counts: unset runners = the cluster's CPUs minus one (the driver's)."""
+    import ray
+
+    opts = config.get("rllib") or {}
+    runners = opts.get("num_env_runners")
+    if runners is None:
+        runners = max(int(ray.cluster_resources().get("CPU", 2)) - 1, 1)
+    gpus = opts.get("num_gpus")
+    if gpus is None:
+        gpus = 1 if config.get("device") == "cuda" else 0
+    out = {"num_env_runners": int(runners)}
+    if gpus:
+        # one learner per GPU; a single one stays in the driver process
+        out.update(num_learners=int(gpus) if gpus > 1 else 0, num_gpus_per_learner=1)
+    return out
+
+
+def save_checkpoint(algo: Any, run_dir: str, steps: int, config: dict[str, Any], spaces: tuple) -> str:
+    """Write ``checkpoints/model_<steps>_steps/`` atomically: RLlib's state plus ``policy.pt``."""
+    import torch
+
+    path = checkpoint_path(run_dir, steps, suffix="")
+    module_spec = algo.config.rl_module_spec
+
+    def write(tmp: str) -> None:
+        algo.save_to_path(tmp)
+        state = algo.learner_group.get_state(components="learner/rl_module/default_policy")
+        weights = state["learner"]["rl_module"]["default_policy"]
+        payload = policy_payload(
+            weights,
+            dict(module_spec.model_config or {}),
+            spaces[0],
+            spaces[1],
+            config["algo"],
+            config["env_id"],
+            steps,
+        )
+        torch.save(payload, os.path.join(tmp, POLICY_FILE))
+
+    atomic_write(path, write)
+    return path
+
+
+def _env_steps(algo: Any) -> int:
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+    return int(algo.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0) or 0)
+
+
+def train(
+    config: dict[str, Any], run_dir: str, resume_from: str | None = None, out: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """Train (or continue) the run. Returns ``{"steps", "interrupted", "model"}``.
+
+    Ctrl-C / SIGTERM stop after the current iteration, save a checkpoint and return normally.
+    """
+    _require_ray()
+    import ray
+    from retro_atari_kit.integrations.rllib.config import algo_config
+    from retro_atari_kit.integrations.rllib.envs import check_nodes
+    from retro_atari_kit.integrations.rllib.logs import RunLogger
+
+    with RunLock(run_dir):
+        segment, start = 0, 0
+        if resume_from is not None:
+            segment = resume_segment(run_dir)
+            merge_progress(run_dir)
+            start = next((s for s, p in list_checkpoints(run_dir) if p == resume_from), 0)
+            aside = set_aside_orphaned_logs(
+                run_dir, start, os.path.getmtime(os.path.join(resume_from, POLICY_FILE))
+            )
+            if aside:
+                out(aside)
+        spaces = _probe(config["env_id"], config.get("env_kwargs") or {})
+        started = _connect(config)
+        algo = logger = None
+        try:
+            check_nodes(
+                config["env_id"],
+                {k: v for k, v in (config.get("env_kwargs") or {}).items() if k != "backend"},
+            )
+            settings = _runner_settings(config)
+            hyper = {**config["hyperparameters"], **settings}
+            rl_config = algo_config(
+                config["algo"],
+                config["env_id"],
+                config["network"],
+                env_kwargs=config.get("env_kwargs") or {},
+                seed=config["seed"] + 1000 * segment,  # fresh env randomness per resume
+                **hyper,
+            )
+            envs = rl_config.num_envs_per_env_runner * max(rl_config.num_env_runners, 1)
+            out(f"{settings['num_env_runners']} env runner(s) x {rl_config.num_envs_per_env_runner} envs")
+            algo = rl_config.build_algo()
+            if resume_from is not None:
+                algo.restore_from_path(resume_from)
+            logger = RunLogger(run_dir, config["env_id"], envs, segment, start)
+            return _loop(algo, config, run_dir, start, spaces, out, logger)
+        finally:
+            if logger is not None:
+                logger.close()
+            merge_progress(run_dir)
+            if algo is not None:
+                algo.stop()
+            if started:
+                ray.shutdown()
+
+
+def _loop(
+    algo: Any, config: dict, run_dir: str, start: int, spaces: tuple, out: Callable[[str], None], logger: Any
+) -> dict[str, Any]:
+    """Train until ``config["timesteps"]`` or a signal; checkpoint on the way and at the end."""
+    flag = {"stop": False}
+
+    def handler(signum: int, frame: Any) -> None:  # noqa: ARG001
+        flag["stop"] = True
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        base = _env_steps(algo)  # RLlib's counter (restored or not): count this segment's steps from here
+        steps = start
+        every = int(config.get("checkpoint_every") or 0)
+        next_ckpt = (steps // every + 1) * every if every else None
+        t0 = time.time()
+        while steps < config["timesteps"] and not flag["stop"]:
+            result = algo.train()
+            steps = start + _env_steps(algo) - base
+            row = logger.log(result, steps)
+            if next_ckpt is not None and steps >= next_ckpt:
+                save_checkpoint(algo, run_dir, steps, config, spaces)
+                next_ckpt = (steps // every + 1) * every
+            if time.time() - t0 > 30 or steps >= config["timesteps"]:
+                t0 = time.time()
+                out(
+                    f"{steps} steps, {row['time/fps']:.0f} steps/s, {logger.games} games, "
+                    f"true score {row['rollout/ep_rew_mean']}"
+                )
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+    path = save_checkpoint(algo, run_dir, steps, config, spaces)
+    if flag["stop"]:
+        out(f"interrupted at {steps} steps; checkpoint {path}")
+        out(f"resume with: retrokit train --resume {run_dir}")
+        return {"steps": steps, "interrupted": True, "model": path}
+    final = final_model_path(run_dir, suffix="")
+    publish_final_model(path, final)
+    out(f"done: {steps} steps; in {run_dir}: model/, config.yaml, checkpoints/, monitor/, progress.csv")
+    out(
+        f"next: retrokit eval {run_dir} | retrokit plot {run_dir} | retrokit record {run_dir} --out agent.mp4"
+    )
+    return {"steps": steps, "interrupted": False, "model": final}
