@@ -82,7 +82,9 @@ def test_cli_imports_frameworks_only_inside_commands():
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                 for name in names:
-                    if _top(name) in (*FRAMEWORKS, "torch") or name.startswith("retro_atari_kit.integrations"):
+                    if _top(name) in (*FRAMEWORKS, "torch") or name.startswith(
+                        "retro_atari_kit.integrations"
+                    ):
                         offences.append(f"{path.relative_to(ROOT)}: {name}")
     assert not offences, offences
 
@@ -127,3 +129,17 @@ def test_light_commands_load_no_framework(command, run_with_monitor, tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "LOADED [] CODE 0" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_every_package_is_installed():
+    """pyproject lists packages explicitly: a new subpackage missing there would be absent from wheels."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(("retro_atari_kit", *p.parent.relative_to(CORE).parts)) for p in CORE.rglob("__init__.py")
+    } | {
+        ".".join(("retro_atari_kit", "integrations", *p.parent.relative_to(INTEGRATIONS).parts))
+        for p in INTEGRATIONS.rglob("__init__.py")
+    }
+    assert found - listed == set()

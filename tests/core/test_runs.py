@@ -60,7 +60,9 @@ def test_config_round_trip_and_errors(tmp_path):
     create_run_dir(run)
     write_config(run, new_config("rllib", "retrokit train ...", algo="appo", env_id="RetroKit/Pong-v0"))
     config = load_config(run)
-    assert config["engine"] == "rllib" and config["algo"] == "appo" and config["kind"] == "retro-atari-kit run"
+    assert (
+        config["engine"] == "rllib" and config["algo"] == "appo" and config["kind"] == "retro-atari-kit run"
+    )
     with pytest.raises(RunError, match="unknown engine 'tf'"):
         new_config("tf", "")
     with pytest.raises(RunError, match="no config.yaml"):
