@@ -20,7 +20,7 @@ from retro_atari_kit.runs.checkpoints import (
     publish_final_model,
 )
 from retro_atari_kit.runs.errors import RunError
-from retro_atari_kit.runs.files import atomic_write, atomic_write_text
+from retro_atari_kit.runs.files import atomic_write, atomic_write_bytes, atomic_write_text
 from retro_atari_kit.runs.layout import (
     CONFIG_FILE,
     CONFIG_MARKER,
@@ -53,6 +53,7 @@ __all__ = [
     "RunLock",
     "TrainSpec",
     "atomic_write",
+    "atomic_write_bytes",
     "atomic_write_text",
     "check_new_run_dir",
     "checkpoint_path",

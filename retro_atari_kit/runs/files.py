@@ -44,6 +44,19 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
         raise
 
 
+def atomic_write_bytes(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` atomically (flushed to disk before the rename), permissions ``mode``."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+
+    atomic_write(path, write)
+
+
 def atomic_write_text(path: str, text: str) -> None:
     """Write ``text`` to ``path`` atomically (flushed to disk before the rename)."""
 
