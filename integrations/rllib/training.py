@@ -122,6 +122,9 @@ def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = p
         },
         hyperparameters=hyper,
     )
+    from retro_atari_kit.integrations.rllib.envs import check_address
+
+    check_address(options.get("address"))  # before anything is written
     run_dir = spec.run_dir or default_run_dir(spec.env_id, spec.algo, spec.network, spec.seed)
     create_run_dir(run_dir, force=force)
     write_config(run_dir, config)

@@ -19,11 +19,15 @@ from retro_atari_kit.cli.engines import ENGINE_MODULES, engine
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "train",
-        help="train an agent (ppo, a2c, dqn, qrdqn) with the kit's stack",
+        help="train an agent (ppo, a2c, dqn, qrdqn; RLlib: ppo, appo, impala, dqn) with the kit's stack",
         description="Train an agent on a RetroKit env. Prints the resolved config and a memory estimate "
         "first; Ctrl-C / SIGTERM saves a checkpoint and exits 0.",
     )
-    p.add_argument("algo", nargs="?", help="ppo, a2c, dqn (qrdqn with sb3-contrib)")
+    p.add_argument(
+        "algo",
+        nargs="?",
+        help="ppo, a2c, dqn (qrdqn with sb3-contrib); --engine rllib: ppo, appo, impala, dqn",
+    )
     p.add_argument("env_id", nargs="?", help="e.g. RetroKit/Pong-v0 (see `retrokit list`)")
     p.add_argument(
         "--engine", default="sb3", choices=sorted(ENGINE_MODULES), help="training engine (default sb3)"
@@ -80,11 +84,55 @@ def add_parser(sub) -> None:
         action="store_true",
         help="overwrite an existing run dir; train even if the memory estimate exceeds free RAM",
     )
+    rllib = p.add_argument_group("RLlib (--engine rllib)")
+    rllib.add_argument(
+        "--num-env-runners",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="env runner processes (default: the cluster's CPUs minus one)",
+    )
+    rllib.add_argument(
+        "--envs-per-runner",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help="envs per runner, one vector env (default: the preset's)",
+    )
+    rllib.add_argument(
+        "--address",
+        default=None,
+        metavar="auto|HOST:PORT",
+        help="join a running Ray cluster (default: start a local Ray with this machine's CPUs)",
+    )
+    rllib.add_argument("--num-gpus", type=int, default=None, metavar="G", help="GPUs for the learner(s)")
     p.set_defaults(func=run)
 
 
+RLLIB_OPTIONS = {
+    "num_env_runners": "--num-env-runners",
+    "num_envs_per_env_runner": "--envs-per-runner",
+    "address": "--address",
+    "num_gpus": "--num-gpus",
+}
+
+
+def _engine_options(args: argparse.Namespace) -> dict:
+    """The RLlib-only options that were given; CliError if given without ``--engine rllib``."""
+    values = {
+        "num_env_runners": args.num_env_runners,
+        "num_envs_per_env_runner": args.envs_per_runner,
+        "address": args.address,
+        "num_gpus": args.num_gpus,
+    }
+    given = {k: v for k, v in values.items() if v is not None}
+    if given and args.engine != "rllib":
+        raise CliError(f"{RLLIB_OPTIONS[next(iter(given))]} needs --engine rllib")
+    return given
+
+
 def run(args: argparse.Namespace) -> int:
-    from retro_atari_kit.runs import TrainSpec, load_config
+    from retro_atari_kit.runs import RunError, TrainSpec, load_config
 
     if args.resume:
         if args.algo or args.env_id:
@@ -119,11 +167,15 @@ def run(args: argparse.Namespace) -> int:
             save_replay_buffer=args.save_replay_buffer,
             backend=args.backend,
             command=getattr(args, "command_line", ""),
+            engine_options=_engine_options(args),
         )
         backend = engine(args.engine)
         with user_errors():
             config, run_dir = backend.prepare(spec, force=args.force)
         checkpoint = None
-    backend.train(config, run_dir, resume_from=checkpoint)
+    try:
+        backend.train(config, run_dir, resume_from=checkpoint)
+    except RunError as exc:  # found only once training starts (RLlib: a node without the kit, --address)
+        raise CliError(str(exc).strip().splitlines()[0]) from None
     print(f"run dir: {os.path.abspath(run_dir)}")
     return 0
