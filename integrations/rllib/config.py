@@ -21,7 +21,7 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from retro_atari_kit.integrations.rllib.callbacks import TrueScoreCallback
 from retro_atari_kit.integrations.rllib.envs import configure_env
-from retro_atari_kit.integrations.rllib.hyperparams import ALGOS, get_preset
+from retro_atari_kit.integrations.rllib.hyperparams import ALGOS, get_preset, with_overrides
 from retro_atari_kit.integrations.rllib.module import KitRLModule
 from retro_atari_kit.integrations.rllib.nets import NETWORKS
 
@@ -82,11 +82,7 @@ def algo_config(
     cls = config_class(algo)
     if network not in NETWORKS:
         raise RunError(f"unknown network {network!r}; choose one of {', '.join(NETWORKS)}")
-    try:
-        params = get_preset(algo, preset)
-    except ValueError as exc:
-        raise RunError(str(exc)) from None
-    params.update(overrides)
+    params = with_overrides(get_preset(algo, preset), overrides)
     env_kwargs = params.pop("env_kwargs", None) or {}
     seed = params.pop("seed", None)
     runners = {k: params.pop(k) for k in ENV_RUNNER_KEYS if k in params}
@@ -127,7 +123,11 @@ def _call(method: Any, kwargs: dict[str, Any], what: str) -> None:
     valid -= {"self", "kwargs"}
     unknown = sorted(set(kwargs) - valid)
     if unknown:
-        raise RunError(f"unknown {what} setting {unknown[0]!r}; valid: {', '.join(sorted(valid))}")
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], sorted(valid), n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else "see RLlib's AlgorithmConfig"
+        raise RunError(f"unknown {what} setting {unknown[0]!r}; {hint}")
     try:
         method(**kwargs)
     except (TypeError, ValueError) as exc:

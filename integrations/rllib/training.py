@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from retro_atari_kit.integrations.rllib.hyperparams import ALGOS, get_preset
+from retro_atari_kit.integrations.rllib.hyperparams import ALGOS, get_preset, with_overrides
 from retro_atari_kit.integrations.rllib.policy import POLICY_FILE, load_model, policy_payload
 
 from retro_atari_kit.runs import (
@@ -93,7 +93,7 @@ def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = p
     unknown = set(options) - {"num_env_runners", "num_envs_per_env_runner", "address", "num_gpus"}
     if unknown:
         raise RunError(f"unknown RLlib option {sorted(unknown)[0]!r}")
-    hyper = {**get_preset(spec.algo, spec.preset), **spec.overrides}
+    hyper = with_overrides(get_preset(spec.algo, spec.preset), spec.overrides)
     if spec.n_envs and not options.get("num_envs_per_env_runner"):
         runners = max(int(options.get("num_env_runners") or 1), 1)
         options["num_envs_per_env_runner"] = -(-int(spec.n_envs) // runners)
