@@ -136,11 +136,22 @@ def measure_rllib(make, algo: str, runners: int, envs: int, seconds: float, warm
             trainer.train()
             peak = max(peak, _rss_of(pids))
         sps = (steps() - s0) / (time.perf_counter() - t0)
+        # sampling alone (env + module inference on the runners, no learner): where the stacks differ most
+        n = 512 * envs
+
+        def sample(runner):
+            return sum(len(e) for e in runner.sample(num_timesteps=n, random_actions=False))
+
+        trainer.env_runner_group.foreach_env_runner(sample, local_env_runner=False)  # warm-up
+        t1 = time.perf_counter()
+        sampled = sum(trainer.env_runner_group.foreach_env_runner(sample, local_env_runner=False))
+        sample_sps = sampled / (time.perf_counter() - t1)
         trainer.stop()
     finally:
         ray.shutdown()
     return {
         "sps": sps,
+        "sample_sps": sample_sps,
         "obs_bytes": int(np.prod(space.shape)) * space.dtype.itemsize,
         "obs": f"{space.dtype} {tuple(space.shape)}",
         "rss": peak,
@@ -173,6 +184,7 @@ def measure_sb3(runners: int, envs: int, seconds: float, warmup: float) -> dict:
     venv.close()
     return {
         "sps": sps,
+        "sample_sps": None,
         "obs_bytes": int(np.prod(venv.observation_space.shape)),
         "obs": "uint8 (4, 84, 84)",
         "rss": peak,
@@ -203,14 +215,16 @@ def main() -> None:
             rows[(name, runners)] = r
             print(
                 f"  {name:9s} runners {runners}: {r['sps']:7.1f} env steps/s  obs in batch {r['obs']:>22s} = "
-                f"{r['obs_bytes']:6d} B   peak RSS {r['rss'] / 2**20:7.0f} MiB",
+                f"{r['obs_bytes']:6d} B   peak RSS {r['rss'] / 2**20:7.0f} MiB   sampling alone "
+                + ("n/a" if r["sample_sps"] is None else f"{r['sample_sps']:.0f} steps/s"),
                 flush=True,
             )
     for runners in args.runners:
         kit, own = rows.get(("kit-rllib", runners)), rows.get(("rllib", runners))
         if kit and own:
             print(
-                f"  runners {runners}: kit-rllib / rllib = {kit['sps'] / own['sps']:.2f}x steps/s, "
+                f"  runners {runners}: kit-rllib / rllib = {kit['sps'] / own['sps']:.2f}x steps/s training, "
+                f"{kit['sample_sps'] / own['sample_sps']:.2f}x sampling alone, "
                 f"{own['obs_bytes'] / kit['obs_bytes']:.2f}x less observation memory per batch row"
             )
     if len(args.runners) > 1 and all(("kit-rllib", r) in rows for r in args.runners):
