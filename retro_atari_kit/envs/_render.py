@@ -25,7 +25,7 @@ def check_render_mode(env_id: str, value: Any) -> None:
             ": the kit's envs render headless. For a window use render_mode='rgb_array' and wrap the env: "
             "gymnasium.wrappers.HumanRendering(env) (needs pygame and a display)"
         )
-    raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {value!r}{hint}")
+    raise ValueError(f"{env_id}: render_mode must be one of None, 'rgb_array'; got {value!r}{hint}")
 
 
 def stack_metadata(emulator_metadata: dict[str, Any], frame_skip: int) -> dict[str, Any]:

@@ -198,7 +198,7 @@ def test_evaluating_a_retro_model_while_a_training_env_is_open():
         try:
             assert isinstance(eval_env.unwrapped, RetroWorkerEnv)
             rewards, lengths = evaluate_policy(
-                model, eval_env, n_eval_episodes=2, return_episode_rewards=True
+                model, eval_env, n_eval_episodes=2, return_episode_rewards=True, warn=False
             )
             assert lengths == [20, 20]
         finally:
