@@ -37,20 +37,29 @@ def test_gymnasium_check_env_passes_unmodified(env_id):
     assert _unexpected(caught) == []
 
 
-@pytest.mark.parametrize("env_id", ALE_IDS + RETRO_IDS)
-def test_sb3_check_env_passes_unmodified(env_id):
+@pytest.mark.parametrize("env_id", RETRO_IDS)
+def test_sb3_check_env_passes_on_in_process_and_worker_hosted_retro_envs(env_id):
+    # (SB3's checker on ALE IDs: tests/core/test_ale_env.py)
     pytest.importorskip("stable_baselines3", reason="SB3's env checker")
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
+    from retro_atari_kit.envs.retro_worker import RetroWorkerEnv
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        env = gym.make(env_id)
+        first = gym.make(env_id)
         try:
-            # SB3's defaults; its opt-in render check closes the env and then steps it, which no env that
-            # frees its emulator on close() can pass
-            sb3_check_env(env)
+            second = gym.make(env_id)  # this process already has an emulator: hosted by a worker
+            try:
+                assert isinstance(second.unwrapped, RetroWorkerEnv)
+                # SB3's defaults; its opt-in render check closes the env and then steps it, which no env
+                # that frees its emulator on close() can pass
+                sb3_check_env(first)
+                sb3_check_env(second)
+            finally:
+                second.close()
         finally:
-            env.close()
+            first.close()
     assert _unexpected(caught) == []
 
 
