@@ -87,6 +87,8 @@ def test_ctrl_c_in_main_process_shuts_workers_down(tmp_path):
         import retro_atari_kit  # noqa: F401
 
         if __name__ == "__main__":
+            # started from a background job, we inherit an ignored SIGINT: Ctrl-C must raise here regardless
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             faulthandler.register(signal.SIGUSR1)  # the test dumps our stacks if we hang
             venv = gym.make_vec("RetroKit/Pong-v0", num_envs=2, backend="subprocess")
             venv.reset(seed=0)
