@@ -206,3 +206,19 @@ def test_evaluating_a_retro_model_while_a_training_env_is_open():
         model.learn(total_timesteps=16)  # the training env is still usable
     finally:
         train_env.close()
+
+
+def test_an_emulator_made_outside_the_kit_also_sends_the_env_to_a_worker():
+    import stable_retro
+
+    raw = stable_retro.make("Airstriker-Genesis-v0", render_mode=None)
+    try:
+        env = gym.make("RetroKit/Pong-Atari2600-v0")
+        try:
+            assert isinstance(env.unwrapped, RetroWorkerEnv)
+            obs, _ = env.reset(seed=0)
+            assert obs.shape == (4, 84, 84) and obs.any()
+        finally:
+            env.close()
+    finally:
+        raw.close()
