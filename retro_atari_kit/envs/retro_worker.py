@@ -173,7 +173,7 @@ class RetroWorkerEnv(gym.Env):
         self.metadata = info["metadata"]
         self.render_mode = info["render_mode"]
         self._wrappers = tuple(info["wrappers"])
-        self._max_episode_steps = info["max_episode_steps"]
+        self._stack_time_limit = info["max_episode_steps"]
         self._started = True
 
     # -- spec: what gym.make sets, completed with the worker stack's wrappers -----------------------------
@@ -181,7 +181,7 @@ class RetroWorkerEnv(gym.Env):
     def spec(self) -> EnvSpec | None:  # type: ignore[override]
         if self._base_spec is None:
             return None
-        steps = self._max_episode_steps
+        steps = self._stack_time_limit
         return dataclasses.replace(
             self._base_spec,
             additional_wrappers=self._base_spec.additional_wrappers + self._wrappers,
