@@ -41,7 +41,9 @@ def test_gymnasium_check_env_passes_unmodified(env_id):
 def test_sb3_check_env_passes_on_in_process_and_worker_hosted_retro_envs(env_id):
     # (SB3's checker on ALE IDs: tests/core/test_ale_env.py)
     pytest.importorskip("stable_baselines3", reason="SB3's env checker")
-    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+    sb3_check_env = pytest.importorskip(
+        "stable_baselines3.common.env_checker", reason="SB3's checker"
+    ).check_env
 
     from retro_atari_kit.envs.retro_worker import RetroWorkerEnv
 
