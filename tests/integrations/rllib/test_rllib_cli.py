@@ -1,6 +1,6 @@
 """``retrokit train ... --engine rllib`` end to end, in subprocesses as a user runs it (real Ray, real ALE):
 train APPO, stop it with Ctrl-C (a checkpoint is saved, exit 0), resume it to a larger total, then
-``retrokit eval`` and ``retrokit plot`` read the RLlib run dir like an SB3 one."""
+``retrokit eval``, ``record`` and ``plot`` read the RLlib run dir like an SB3 one."""
 
 from __future__ import annotations
 
@@ -87,6 +87,11 @@ def test_train_ctrl_c_resume_eval_plot(tmp_path):
     # a whole game of Pong: one side reaches 21, so the true score is never 0
     score = json.loads(line)["scores"][0]
     assert -21 <= score <= 21 and score != 0
+
+    recorded = retrokit("record", run, "--out", str(tmp_path / "agent.gif"), "--max-steps", "30")
+    output = recorded.communicate(timeout=120)[0]
+    assert recorded.returncode == 0, output[-3000:]
+    assert os.path.getsize(tmp_path / "agent.gif") > 1000
 
     plotted = retrokit("plot", run, "--out", str(tmp_path / "curves.png"))
     output = plotted.communicate(timeout=120)[0]
