@@ -54,7 +54,8 @@ ENV_WORKER_BYTES = 90 * 2**20
 # Python, torch and SB3 in the training process.
 BASE_PROCESS_BYTES = 600 * 2**20
 # Keys of the resolved config handled by the kit itself rather than passed to the SB3 constructor.
-NON_ALGO_KEYS = ("n_envs", "policy", "frame_stack", "n_timesteps", "env_kwargs", "normalize", "env_wrapper")
+NON_ALGO_KEYS = ("n_envs", "policy", "frame_stack", "n_timesteps", "env_kwargs", "normalize", "env_wrapper",
+                 "parallel_play")  # issue 18: env play in its own process (integrations/sb3/parallel_play)
 
 
 class TrainingError(ValueError):
@@ -232,6 +233,13 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
         raise TrainingError(f"unknown hyperparameter {bad[0]!r} for {algo}{hint} (see docs/cli.md)")
     for key in ("env", "policy_class"):
         hp.pop(key, None)
+    if hp.get("parallel_play"):  # issue 18: validate the parallel-play options before anything is written
+        from retro_atari_kit.integrations.sb3.parallel_play import check_parallel_play
+
+        try:
+            check_parallel_play(algo, hp["parallel_play"])
+        except ValueError as exc:
+            raise TrainingError(str(exc)) from None
     if hp.get("frame_stack") not in (None, 4):
         # frame stacking is an env kwarg of the kit's stack, not a second wrapper
         spec.env_kwargs.setdefault("frame_stack", hp["frame_stack"])
@@ -514,8 +522,9 @@ def find_run_dir(model_path: str) -> str | None:
     return None
 
 
-def load_model(path: str, env: Any = None, device: str = "auto", algo: str | None = None) -> Any:
-    """Load an SB3 zip with the class recorded in the run config (TrainingError if unreadable)."""
+def load_model(path: str, env: Any = None, device: str = "auto", algo: str | None = None,
+               cls: type | None = None) -> Any:
+    """Load an SB3 zip with the class recorded in the run config, or ``cls`` (TrainingError if unreadable)."""
     import zipfile
 
     if algo is None:
@@ -527,7 +536,7 @@ def load_model(path: str, env: Any = None, device: str = "auto", algo: str | Non
     last: Exception | None = None
     for a in classes:
         try:
-            return algo_class(a).load(path, env=env, device=device)
+            return (cls or algo_class(a)).load(path, env=env, device=device)
         except Exception as exc:  # noqa: BLE001 - report the cause in one line
             last = exc
     raise TrainingError(f"cannot read checkpoint {path}: {str(last).splitlines()[0] if last else '?'}; "
@@ -907,15 +916,20 @@ def train(config: dict[str, Any], run_dir: str, resume_from: str | None = None,
     torch.set_num_threads(n_threads)
 
     seed = config["seed"] + 1000 * segment  # fresh env randomness after a resume, same config
-    venv = make_train_env(config, monitor_dir, seed=seed)
+    # issue 18: `parallel_play` in the preset -> envs in a play process (integrations/sb3/parallel_play)
+    from retro_atari_kit.integrations.sb3.parallel_play import PlayerDiedError, play_class_and_env
+
+    play = config["hyperparams"].get("parallel_play")
+    cls, venv = (play_class_and_env(algo_class(algo), play, config, monitor_dir, seed) if play else
+                 (algo_class(algo), make_train_env(config, monitor_dir, seed=seed)))
     try:
         if resume_from is None:
             kwargs = algo_kwargs(config)
             policy = kwargs.pop("policy")
-            model = algo_class(algo)(policy, venv, seed=config["seed"], device=config["device"], verbose=0,
+            model = cls(policy, venv, seed=config["seed"], device=config["device"], verbose=0,
                                      **kwargs)
         else:
-            model = load_model(resume_from, env=venv, device=config["device"], algo=algo)
+            model = load_model(resume_from, env=venv, device=config["device"], algo=algo, cls=cls)
             replay = os.path.join(run_dir, "checkpoints", "replay_buffer.pkl")
             if algo in OFF_POLICY and os.path.exists(replay):
                 model.load_replay_buffer(replay)
@@ -940,6 +954,12 @@ def train(config: dict[str, Any], run_dir: str, resume_from: str | None = None,
             if remaining > 0:
                 model.learn(total_timesteps=remaining, callback=cbs, reset_num_timesteps=False,
                             log_interval=1 if algo in ("ppo",) else (100 if algo == "a2c" else 4))
+        except PlayerDiedError as exc:  # issue 18: dead play process -> checkpoint, then one line naming it
+            for cb in cbs:
+                cb.on_training_end()  # closes the progress bar, so the error is a line of its own
+            path = save_checkpoint(model, run_dir, True)
+            raise TrainingError(f"{exc}; checkpoint {path}; resume with: retrokit train --resume {run_dir}") \
+                from None
         finally:
             for s, h in old.items():
                 signal.signal(s, h)

@@ -65,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
             )
             config, run_dir = T.prepare(spec, force=args.force)
         ckpt = None
-    T.train(config, run_dir, resume_from=ckpt)
+    try:
+        T.train(config, run_dir, resume_from=ckpt)
+    except T.TrainingError as exc:  # e.g. a dead play process (after its checkpoint): one line, exit 2
+        raise CliError(str(exc)) from exc
     print(f"run dir: {os.path.abspath(run_dir)}")
     return 0

@@ -130,6 +130,17 @@ DQN_PONG: dict[str, Any] = {
     "policy_kwargs": {**LINEAR_HEADS},
 }
 
+# The same DQN with two of the reference's speed-ups (issue 18; docs/performance.md): 4 env steps per
+# update with a 4x batch (the same 32 samples per env step: train_freq 4, batch 128), and env play in its
+# own process (``parallel_play``, integrations/sb3/parallel_play): the player runs at most one rollout ahead
+# of the synchronous schedule, so the updates per env step stay exactly those of train_freq 4.
+DQN_PONG_FAST: dict[str, Any] = {
+    **DQN_PONG,
+    "train_freq": 4,
+    "batch_size": 128,
+    "parallel_play": {"ahead": None, "weights_every": None},  # ahead: one rollout; weights after every update
+}
+
 # ---------------------------------------------------------------------------------------------------------
 # GPU presets. Reasoning:
 # - On a GPU the network is cheap per sample; env stepping on the CPU is the bottleneck, so run more envs
@@ -179,7 +190,7 @@ QRDQN_GPU: dict[str, Any] = {
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "ppo": {"default": PPO_DEFAULT, "bf16": PPO_BF16, "gpu": PPO_GPU},
     "a2c": {"default": A2C_DEFAULT, "gpu": A2C_GPU},
-    "dqn": {"default": DQN_DEFAULT, "gpu": DQN_GPU, "pong-dqn": DQN_PONG},
+    "dqn": {"default": DQN_DEFAULT, "gpu": DQN_GPU, "pong-dqn": DQN_PONG, "pong-dqn-fast": DQN_PONG_FAST},
     "qrdqn": {"default": QRDQN_DEFAULT, "gpu": QRDQN_GPU},
 }
 
@@ -188,4 +199,5 @@ DESCRIPTIONS: dict[str, str] = {
     "bf16": "the default with the CNN in bf16 autocast where the hardware has native bf16 (opt-in)",
     "gpu": "more envs, bigger batches (float32; see presets/_data.py on AMP)",
     "pong-dqn": "the seed's Pong DQN: 100k buffer, 10k prefill, eps 1.0 -> 0.02 over 100k steps",
+    "pong-dqn-fast": "pong-dqn with 4 steps per update (batch 128) and env play in its own process",
 }

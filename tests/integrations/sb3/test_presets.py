@@ -23,7 +23,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 def test_list_presets():
     names = list_presets()
     assert names["ppo"] == ["default", "bf16", "gpu"] and names["a2c"] == ["default", "gpu"]
-    assert names["dqn"] == ["default", "gpu", "pong-dqn"] and "qrdqn" in names
+    assert names["dqn"] == ["default", "gpu", "pong-dqn", "pong-dqn-fast"] and "qrdqn" in names
 
 
 def test_presets_are_plain_printable_data_and_fresh_copies():
