@@ -249,6 +249,8 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
     for k in ("n_timesteps", "normalize", "env_wrapper"):
         hp.pop(k, None)
     n_envs = spec.n_envs or os.cpu_count() or 1  # the issue's default: one env per CPU
+    if not spec.n_envs and hp.get("parallel_play") and preset_n_envs:  # issue 18: the preset's envs (one
+        n_envs = preset_n_envs  # play process steps them all, and n_envs sets the updates per env step)
     if int(n_envs) < 1:
         raise TrainingError(f"--n-envs must be >= 1, got {n_envs}")
     if spec.checkpoint_every < 0 or spec.eval_every < 0:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,6 +50,18 @@ def parse_options(options: Mapping[str, Any] | bool | None) -> dict[str, int | N
             raise ValueError(f"parallel_play.{key} must be an int >= {low} or null, got {value!r}")
         out[key] = value
     return out
+
+
+def _leave_a_core_to_the_player() -> None:
+    """Cap the trainer's torch threads at (cores - 1): the player keeps one core busy, and torch's OpenMP
+    threads wait for each other by spinning, so one thread more than the free cores makes every update
+    several times slower (on this 2-core VM under load: an update of batch 32 took 0.74 s with 2 threads,
+    0.07 s with 1; docs/performance.md)."""
+    import torch
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cores > 1 and torch.get_num_threads() >= cores:
+        torch.set_num_threads(cores - 1)
 
 
 class ParallelPlayMixin:
@@ -87,6 +100,7 @@ class ParallelPlayMixin:
             raise ValueError("parallel play needs train_freq in steps, not episodes")
         if getattr(self, "_vec_normalize_env", None) is not None:
             raise ValueError("parallel play does not support VecNormalize")
+        _leave_a_core_to_the_player()
         if not hasattr(self, "play_trace"):
             # (consumed, produced) vector steps at every round of updates: how far play ran ahead
             self.play_trace: collections.deque = collections.deque(maxlen=100_000)

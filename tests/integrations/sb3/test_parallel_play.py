@@ -144,7 +144,8 @@ def test_options_and_env_are_checked():
 
 
 def test_the_preset_resolves_to_four_steps_per_update_and_parallel_play():
-    cfg = T.resolve_config(T.TrainSpec(algo="dqn", env_id=PONG, preset="pong-dqn-fast", n_envs=1))
+    cfg = T.resolve_config(T.TrainSpec(algo="dqn", env_id=PONG, preset="pong-dqn-fast"))
+    assert cfg["n_envs"] == 1  # the preset's one env, not one per CPU: n_envs sets the updates per env step
     hp = cfg["hyperparams"]
     assert hp["train_freq"] == 4 and hp["batch_size"] == 4 * get_preset("dqn", "pong-dqn")["batch_size"]
     assert hp["parallel_play"] and "parallel_play" not in T.algo_kwargs(cfg)
