@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import gymnasium as gym
 
@@ -38,3 +39,36 @@ def register_all(include: Iterable[str] | str | None = None) -> None:
         games = ()
     for game in games:
         _register(game.env_id, "retro_atari_kit.envs.retro:make_retro_env", {"game": game.name})
+
+
+def check_env_id(env_id: str) -> None:
+    """Raise RunError naming close matches when ``env_id`` is not registered."""
+    from retro_atari_kit.runs.errors import RunError
+
+    if env_id in gym.registry:
+        return
+    import difflib
+
+    ids = [k for k in gym.registry if k.startswith("RetroKit/")]
+    close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; see `retrokit list`"
+    raise RunError(f"unknown env {env_id!r}{hint}")
+
+
+def probe_env(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gym.Space]:
+    """Build one env to validate the ID, its kwargs and ROM presence; returns (observation, action) spaces.
+
+    Any problem is a RunError with the env's own one-line message (unknown kwarg, missing ROM, ...).
+    """
+    from retro_atari_kit.runs.errors import RunError
+
+    check_env_id(env_id)
+    try:
+        env = gym.make(env_id, **env_kwargs)
+    except (ValueError, TypeError, FileNotFoundError, KeyError, RuntimeError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RunError(f"cannot make {env_id}: {msg}") from exc
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()

@@ -18,7 +18,6 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -27,11 +26,12 @@ from pathlib import Path
 from retro_atari_kit.catalog.retro import (
     INTEGRATIONS,
     RetroGame,
-    _retro_games,
     retro_data_dir,
     retro_game,
     retro_games,
+    scan_retro_games,
 )
+from retro_atari_kit.runs.files import atomic_write_bytes
 
 MAX_ROM_BYTES = 0x2000000  # 32 MiB, stable-retro's largest supported game
 IMPORT_COMMAND = "retrokit import-roms DIR"
@@ -141,10 +141,10 @@ def install_rom(game: RetroGame | str, data: bytes) -> Path:
             f"not the {game.name} ROM: SHA-1 {sha}, expected {' or '.join(expected)}; nothing was installed"
         )
     destination = game.path / f"rom{ext}"
-    _atomic_write(destination, data)
+    atomic_write_bytes(str(destination), data)
     original = _original_rom_name(game)
     if original:  # FBNeo games also look for the ROM under its original file name
-        _atomic_write(game.path / original, data)
+        atomic_write_bytes(str(game.path / original), data)
     return destination
 
 
@@ -155,21 +155,6 @@ def _original_rom_name(game: RetroGame) -> str | None:
     except (OSError, ValueError, AttributeError):
         return None
     return name if isinstance(name, str) and name and os.path.basename(name) == name else None
-
-
-def _atomic_write(destination: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=".rom-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, destination)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def ensure_rom(game: RetroGame | str) -> Path:
@@ -219,7 +204,7 @@ def _known_hashes(data_dir: str) -> dict[str, tuple[RetroGame, ...]]:
     known: dict[str, list[RetroGame]] = {}
     for integration in INTEGRATIONS:
         # each set on its own, so a game present in several sets gets the ROM in each of its folders
-        for game in _retro_games((integration,), data_dir):
+        for game in scan_retro_games((integration,), data_dir):
             try:
                 shas = game.expected_sha1s()
             except OSError:

@@ -75,8 +75,10 @@ class CompactReplayBuffer(ReplayBuffer):
         BaseBuffer.__init__(self, buffer_size, observation_space, action_space, device, n_envs=n_envs)
         self.buffer_size = max(buffer_size // n_envs, 1)
         if self.buffer_size <= stack + 1:
-            raise ValueError(f"buffer_size={buffer_size} is too small for {n_envs} env(s) and {stack} "
-                             f"stacked frames; use at least {(stack + 2) * n_envs}")
+            raise ValueError(
+                f"buffer_size={buffer_size} is too small for {n_envs} env(s) and {stack} "
+                f"stacked frames; use at least {(stack + 2) * n_envs}"
+            )
         self.optimize_memory_usage = False
         self.handle_timeout_termination = handle_timeout_termination
         self.stack = stack
@@ -102,21 +104,38 @@ class CompactReplayBuffer(ReplayBuffer):
     # ------------------------------------------------------------------------------------------------------
     @staticmethod
     def _check_space(observation_space: spaces.Space, frame_channels: int) -> tuple[int, int, int, int]:
-        if not isinstance(observation_space, spaces.Box) or observation_space.dtype != np.uint8 \
-                or len(observation_space.shape) != 3:
-            raise TypeError("CompactReplayBuffer needs a uint8 Box of channel-first stacked frames "
-                            f"(k*C, H, W), got {observation_space}; use SB3's ReplayBuffer otherwise")
-        if isinstance(frame_channels, bool) or not isinstance(frame_channels, int) or frame_channels < 1 \
-                or observation_space.shape[0] % frame_channels:
-            raise ValueError(f"frame_channels={frame_channels!r} must be a positive int dividing the "
-                             f"observation's {observation_space.shape[0]} channels (1 gray, 3 RGB)")
+        if (
+            not isinstance(observation_space, spaces.Box)
+            or observation_space.dtype != np.uint8
+            or len(observation_space.shape) != 3
+        ):
+            raise TypeError(
+                "CompactReplayBuffer needs a uint8 Box of channel-first stacked frames "
+                f"(k*C, H, W), got {observation_space}; use SB3's ReplayBuffer otherwise"
+            )
+        if (
+            isinstance(frame_channels, bool)
+            or not isinstance(frame_channels, int)
+            or frame_channels < 1
+            or observation_space.shape[0] % frame_channels
+        ):
+            raise ValueError(
+                f"frame_channels={frame_channels!r} must be a positive int dividing the "
+                f"observation's {observation_space.shape[0]} channels (1 gray, 3 RGB)"
+            )
         k = observation_space.shape[0] // frame_channels
         _, h, w = observation_space.shape
         return k, frame_channels, h, w
 
     @classmethod
-    def estimate_nbytes(cls, buffer_size: int, observation_space: spaces.Space, action_space: spaces.Space,
-                        n_envs: int = 1, frame_channels: int = 1) -> int:
+    def estimate_nbytes(
+        cls,
+        buffer_size: int,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        n_envs: int = 1,
+        frame_channels: int = 1,
+    ) -> int:
         """Bytes of the fixed arrays for ``buffer_size`` transitions (terminal frames excluded: one frame per
         episode end, typically < 1% of transitions)."""
         _, c, h, w = cls._check_space(observation_space, frame_channels)
@@ -129,8 +148,17 @@ class CompactReplayBuffer(ReplayBuffer):
     @property
     def nbytes(self) -> int:
         """Bytes held by the buffer's arrays now (terminal frames included)."""
-        arrays = (self.frames, self.actions, self.rewards, self.dones, self.timeouts, self.history,
-                  self.zero_pad, self.terminal_index, self.terminal_frames)
+        arrays = (
+            self.frames,
+            self.actions,
+            self.rewards,
+            self.dones,
+            self.timeouts,
+            self.history,
+            self.zero_pad,
+            self.terminal_index,
+            self.terminal_frames,
+        )
         return int(sum(a.nbytes for a in arrays))
 
     # ------------------------------------------------------------------------------------------------------
@@ -146,7 +174,7 @@ class CompactReplayBuffer(ReplayBuffer):
     def _keep_next_frame(self, slot: int, e: int) -> None:
         if self.terminal_index[slot, e] < 0:
             idx = self._terminal_slot()
-            self.terminal_frames[idx] = self._expected_obs[e][-self.frame_channels:]
+            self.terminal_frames[idx] = self._expected_obs[e][-self.frame_channels :]
             self.terminal_index[slot, e] = idx
 
     def add(
@@ -178,18 +206,21 @@ class CompactReplayBuffer(ReplayBuffer):
                 newest = o[-c:]
                 if k > 1 and not np.any(o[:-c]):
                     self._episode_zero_pad[e] = True
-                elif all(np.array_equal(o[i * c:(i + 1) * c], newest) for i in range(k - 1)):
+                elif all(np.array_equal(o[i * c : (i + 1) * c], newest) for i in range(k - 1)):
                     self._episode_zero_pad[e] = False
                 else:
                     raise ValueError(
                         f"env {e}: obs is neither the previous transition's next_obs nor the first "
                         "observation of an episode (a stack padded with its first frame or zeros); "
                         "CompactReplayBuffer needs consecutive stacked-frame observations of each env "
-                        "(RetroKit/ envs, or SB3 VecFrameStack); use SB3's ReplayBuffer otherwise")
+                        "(RetroKit/ envs, or SB3 VecFrameStack); use SB3's ReplayBuffer otherwise"
+                    )
                 self._episode_len[e] = 0
             if k > 1 and not np.array_equal(next_obs[e][:-c], o[c:]):
-                raise ValueError(f"env {e}: next_obs is not obs shifted by one frame; CompactReplayBuffer "
-                                 "needs stacked-frame observations; use SB3's ReplayBuffer otherwise")
+                raise ValueError(
+                    f"env {e}: next_obs is not obs shifted by one frame; CompactReplayBuffer "
+                    "needs stacked-frame observations; use SB3's ReplayBuffer otherwise"
+                )
             self.frames[pos, e] = o[-c:]
             self.history[pos, e] = min(int(self._episode_len[e]), k - 1)
             self.zero_pad[pos, e] = self._episode_zero_pad[e]
@@ -233,8 +264,14 @@ class CompactReplayBuffer(ReplayBuffer):
             batch_inds = np.random.randint(0, self.pos, size=batch_size)
         return self._get_samples(batch_inds, env=env)
 
-    def _stack(self, newest: np.ndarray, env_inds: np.ndarray, history: np.ndarray,
-               zero_pad: np.ndarray, out: np.ndarray) -> None:
+    def _stack(
+        self,
+        newest: np.ndarray,
+        env_inds: np.ndarray,
+        history: np.ndarray,
+        zero_pad: np.ndarray,
+        out: np.ndarray,
+    ) -> None:
         """Write the stacks ending at slots ``newest`` (next_obs: one past) into ``out`` (B, k*C, H, W)."""
         k, c, b = self.stack, self.frame_channels, self.buffer_size
         back = np.arange(k - 1, -1, -1)  # frame j of the stack is `back[j]` steps before the newest
@@ -262,17 +299,30 @@ class CompactReplayBuffer(ReplayBuffer):
         term = self.terminal_index[batch_inds, env_inds]
         ended = term >= 0
         if ended.any():
-            next_np[ended, -self.frame_channels:] = self.terminal_frames[term[ended]]
+            next_np[ended, -self.frame_channels :] = self.terminal_frames[term[ended]]
         dones = (self.dones[batch_inds, env_inds] * (1 - self.timeouts[batch_inds, env_inds])).reshape(-1, 1)
         rewards = self.rewards[batch_inds, env_inds].reshape(-1, 1)
         actions = self.actions[batch_inds, env_inds]
         if env is not None:  # VecNormalize: SB3's own conversion (gives float observations)
-            return ReplayBufferSamples(*map(self.to_torch, (
-                self._normalize_obs(obs_np, env), actions, self._normalize_obs(next_np, env), dones,
-                self._normalize_reward(rewards, env))))
+            return ReplayBufferSamples(
+                *map(
+                    self.to_torch,
+                    (
+                        self._normalize_obs(obs_np, env),
+                        actions,
+                        self._normalize_obs(next_np, env),
+                        dones,
+                        self._normalize_reward(rewards, env),
+                    ),
+                )
+            )
         return ReplayBufferSamples(
-            self._move(obs_t, cuda), self._move_np(actions, cuda), self._move(next_t, cuda),
-            self._move_np(dones, cuda), self._move_np(rewards, cuda))
+            self._move(obs_t, cuda),
+            self._move_np(actions, cuda),
+            self._move(next_t, cuda),
+            self._move_np(dones, cuda),
+            self._move_np(rewards, cuda),
+        )
 
     @staticmethod
     def _host(shape: tuple[int, ...], dtype: torch.dtype, cuda: bool) -> torch.Tensor:

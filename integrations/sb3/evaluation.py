@@ -14,8 +14,15 @@ def is_retro_id(env_id: str) -> bool:
     return spec is not None and "retro" in str(spec.entry_point).split(":")[0].rsplit(".", 1)[-1]
 
 
-def evaluate_model(model: Any, env_id: str, env_kwargs: dict[str, Any] | None = None, episodes: int = 10,
-                   seed: int = 0, deterministic: bool = False, max_envs: int = 4) -> list[float]:
+def evaluate_model(
+    model: Any,
+    env_id: str,
+    env_kwargs: dict[str, Any] | None = None,
+    episodes: int = 10,
+    seed: int = 0,
+    deterministic: bool = False,
+    max_envs: int = 4,
+) -> list[float]:
     """Play ``episodes`` whole games and return their true scores.
 
     The score is ``info["episode"]["r"]`` from the kit's true-score wrapper: the sum of unclipped rewards
@@ -39,8 +46,9 @@ def evaluate_model(model: Any, env_id: str, env_kwargs: dict[str, Any] | None = 
         state = None
         starts = np.ones((n,), dtype=bool)
         while sum(done_counts) < episodes:
-            actions, state = model.predict(obs, state=state, episode_start=starts,
-                                           deterministic=deterministic)
+            actions, state = model.predict(
+                obs, state=state, episode_start=starts, deterministic=deterministic
+            )
             obs, _, dones, infos = venv.step(actions)
             starts = dones
             for i, info in enumerate(infos):
@@ -56,5 +64,10 @@ def evaluate_model(model: Any, env_id: str, env_kwargs: dict[str, Any] | None = 
 def summarize(scores: list[float]) -> dict[str, float]:
     """mean, std, min, max, episodes."""
     a = np.asarray(scores, dtype=np.float64)
-    return {"episodes": int(a.size), "mean": float(a.mean()), "std": float(a.std()), "min": float(a.min()),
-            "max": float(a.max())}
+    return {
+        "episodes": int(a.size),
+        "mean": float(a.mean()),
+        "std": float(a.std()),
+        "min": float(a.min()),
+        "max": float(a.max()),
+    }

@@ -4,8 +4,9 @@ Usage::
 
     from stable_baselines3 import PPO
     from retro_atari_kit.integrations.sb3 import ImpalaCNN
+    # net_arch=[]: linear heads; without it SB3 adds tanh 64x64 heads to any non-SB3 extractor (Pong stalls)
     PPO("CnnPolicy", env, policy_kwargs=dict(features_extractor_class=ImpalaCNN,
-                                             features_extractor_kwargs=dict(features_dim=256)))
+                                             features_extractor_kwargs=dict(features_dim=256), net_arch=[]))
 
 SB3's contract, and how these extractors honour it (SB3 2.x ``preprocess_obs`` / ``BaseModel``):
 
@@ -42,6 +43,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.torch_layers import NatureCNN as _SB3NatureCNN
 
 from retro_atari_kit import models
+from retro_atari_kit.models import NETWORKS
 
 __all__ = ["ImpalaCNN", "NatureCNN", "cnn_policy_kwargs", "native_bf16"]
 
@@ -72,19 +74,23 @@ def native_bf16(device: torch.device | str) -> bool:
 
 def _check_space(observation_space: gym.Space, who: str) -> tuple[int, int]:
     if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 3:
-        raise TypeError(f"{who} needs a Box observation space of channel-first images (C, H, W), got "
-                        f"{observation_space}; use CnnPolicy with a RetroKit/ env")
+        raise TypeError(
+            f"{who} needs a Box observation space of channel-first images (C, H, W), got "
+            f"{observation_space}; use CnnPolicy with a RetroKit/ env"
+        )
     c, h, w = observation_space.shape
     if h != w:
-        raise ValueError(f"{who} needs square channel-first images (C, H, W) with H == W, got shape "
-                         f"{observation_space.shape}; the kit's envs give (4, 84, 84)")
+        raise ValueError(
+            f"{who} needs square channel-first images (C, H, W) with H == W, got shape "
+            f"{observation_space.shape}; the kit's envs give (4, 84, 84)"
+        )
     dtype = np.dtype(observation_space.dtype)
     if dtype != np.uint8 and not np.issubdtype(dtype, np.floating):
         raise TypeError(f"{who} needs uint8 frames or float frames in [0, 1], got dtype {dtype}")
     return int(c), int(h)
 
 
-class _KitExtractor(_SB3NatureCNN):
+class KitExtractor(_SB3NatureCNN):
     """Shared SB3 plumbing. Derives from SB3's ``NatureCNN`` only so that SB3 passes ``normalized_image``.
 
     ``BaseFeaturesExtractor.__init__`` is called directly: SB3's Nature layers are never built.
@@ -92,8 +98,9 @@ class _KitExtractor(_SB3NatureCNN):
 
     net: torch.nn.Module
 
-    def __init__(self, observation_space: gym.Space, features_dim: int, normalized_image: bool,
-                 autocast: str | None) -> None:
+    def __init__(
+        self, observation_space: gym.Space, features_dim: int, normalized_image: bool, autocast: str | None
+    ) -> None:
         if autocast not in (None, "bf16"):
             raise ValueError(f"autocast must be None or 'bf16', got {autocast!r}")
         BaseFeaturesExtractor.__init__(self, observation_space, features_dim)
@@ -117,7 +124,7 @@ class _KitExtractor(_SB3NatureCNN):
         return self.net(observations)
 
 
-class NatureCNN(_KitExtractor):
+class NatureCNN(KitExtractor):
     """The kit's Nature CNN (``retro_atari_kit.models.NatureCNN``) as an SB3 features extractor.
 
     :param observation_space: channel-first image Box, uint8 (or float in [0, 1])
@@ -142,7 +149,7 @@ class NatureCNN(_KitExtractor):
         self.net.defer_channels_last()  # SB3 re-initialises the weights after construction
 
 
-class ImpalaCNN(_KitExtractor):
+class ImpalaCNN(KitExtractor):
     """The kit's IMPALA CNN (``retro_atari_kit.models.ImpalaCNN``) as an SB3 features extractor.
 
     :param observation_space: channel-first image Box, uint8 (or float in [0, 1])
@@ -171,8 +178,16 @@ class ImpalaCNN(_KitExtractor):
     ) -> None:
         c, size = _check_space(observation_space, "ImpalaCNN")
         super().__init__(observation_space, features_dim, normalized_image, autocast)
-        self.net = models.ImpalaCNN(c, size, tuple(depths), blocks_per_stage, features_dim, dropout,
-                                    batch_norm, channels_last=channels_last)
+        self.net = models.ImpalaCNN(
+            c,
+            size,
+            tuple(depths),
+            blocks_per_stage,
+            features_dim,
+            dropout,
+            batch_norm,
+            channels_last=channels_last,
+        )
         self.net.defer_channels_last()  # SB3 re-initialises the weights after construction
 
 
@@ -183,8 +198,10 @@ def cnn_policy_kwargs(network: str = "nature", **extractor_kwargs: object) -> di
 
         PPO("CnnPolicy", venv, policy_kwargs=cnn_policy_kwargs("impala", features_dim=256))
     """
-    classes = {"nature": NatureCNN, "impala": ImpalaCNN}
-    if network not in classes:
-        raise ValueError(f"unknown network {network!r}; choose one of {', '.join(classes)}")
-    return {"features_extractor_class": classes[network], "features_extractor_kwargs": dict(extractor_kwargs),
-            "net_arch": []}
+    if network not in NETWORKS:
+        raise ValueError(f"unknown network {network!r}; choose one of {', '.join(NETWORKS)}")
+    return {
+        "features_extractor_class": globals()[NETWORKS[network]],
+        "features_extractor_kwargs": dict(extractor_kwargs),
+        "net_arch": [],
+    }

@@ -8,9 +8,7 @@ baselines/SB3 format.
 
 from __future__ import annotations
 
-import json
 import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,37 +20,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices,
 
 import retro_atari_kit  # noqa: F401  (registers RetroKit/ IDs)
 from retro_atari_kit.registration import VECTOR_ENTRY_POINT
-
-
-class MonitorCSV:
-    """One ``<rank>.monitor.csv`` per env: ``#{"t_start": ..., "env_id": ...}``, then ``r,l,t`` rows.
-
-    ``r`` is the true game score, ``l`` the episode length in agent steps, ``t`` the wall time in seconds
-    since ``t_start`` (as SB3's ``Monitor`` writes it, so ``stable_baselines3.common.monitor.load_results``
-    and the plotting tools read these files).
-    """
-
-    def __init__(self, monitor_dir: str, env_id: str, num_envs: int):
-        os.makedirs(monitor_dir, exist_ok=True)
-        self.t_start = time.time()
-        self.paths = [os.path.join(monitor_dir, f"{rank}.monitor.csv") for rank in range(num_envs)]
-        self.files = []
-        for path in self.paths:
-            handle = open(path, "w", encoding="utf-8")  # noqa: SIM115  (kept open for the run)
-            handle.write("#" + json.dumps({"t_start": self.t_start, "env_id": env_id}) + "\n")
-            handle.write("r,l,t\n")
-            handle.flush()
-            self.files.append(handle)
-
-    def write(self, rank: int, score: float, length: int) -> None:
-        handle = self.files[rank]
-        handle.write(f"{round(float(score), 6)},{int(length)},{round(time.time() - self.t_start, 6)}\n")
-        handle.flush()
-
-    def close(self) -> None:
-        for handle in self.files:
-            if not handle.closed:
-                handle.close()
+from retro_atari_kit.runs import MonitorCSV
 
 
 class KitVecEnv(VecEnv):

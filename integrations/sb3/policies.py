@@ -17,7 +17,7 @@ On this 2-core CPU it makes PPO on Pong ~15% faster (``docs/performance.md``). U
 from __future__ import annotations
 
 import torch
-from retro_atari_kit.integrations.sb3.extractors import _KitExtractor
+from retro_atari_kit.integrations.sb3.extractors import KitExtractor
 from stable_baselines3.common.policies import ActorCriticCnnPolicy, BaseModel
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
@@ -29,7 +29,7 @@ class _RawFramesToKitExtractor(BaseModel):
     shared, actor or critic extractor) ends up here instead of in ``BaseModel.extract_features``."""
 
     def extract_features(self, obs: torch.Tensor, features_extractor: BaseFeaturesExtractor) -> torch.Tensor:
-        if isinstance(features_extractor, _KitExtractor) and obs.dtype == torch.uint8:
+        if isinstance(features_extractor, KitExtractor) and obs.dtype == torch.uint8:
             return features_extractor(obs)  # the model divides by 255 once, after the uint8 permute
         return super().extract_features(obs, features_extractor)
 

@@ -28,9 +28,17 @@ def _overlay(frame: np.ndarray, text: str) -> np.ndarray:
     return img
 
 
-def record_video(model: Any, env_id: str, env_kwargs: dict[str, Any], out: str, episodes: int = 1,
-                 seed: int = 0, deterministic: bool = False, max_steps: int = 27_000,
-                 scale: int = 2) -> tuple[str, list[float]]:
+def record_video(
+    model: Any,
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    out: str,
+    episodes: int = 1,
+    seed: int = 0,
+    deterministic: bool = False,
+    max_steps: int = 27_000,
+    scale: int = 2,
+) -> tuple[str, list[float]]:
     """Play ``episodes`` whole games and write the RGB screen (one frame per agent step) with the running
     true score drawn in the frame. ``.mp4`` falls back to ``.gif`` when ffmpeg is missing. Returns
     (path written, true scores)."""
@@ -53,8 +61,9 @@ def record_video(model: Any, env_id: str, env_kwargs: dict[str, Any], out: str, 
         state, start = None, np.ones((1,), dtype=bool)
         total, steps = 0.0, 0
         while len(scores) < episodes:
-            action, state = model.predict(obs[None], state=state, episode_start=start,
-                                          deterministic=deterministic)
+            action, state = model.predict(
+                obs[None], state=state, episode_start=start, deterministic=deterministic
+            )
             obs, _, terminated, truncated, info = env.step(int(action[0]))
             start = np.array([terminated or truncated])
             steps += 1
@@ -65,8 +74,9 @@ def record_video(model: Any, env_id: str, env_kwargs: dict[str, Any], out: str, 
             elif frame is not None:
                 total = float(env.get_wrapper_attr("score")) if _has_score(env) else total
             if frame is not None:
-                big = cv2.resize(frame, (frame.shape[1] * scale, frame.shape[0] * scale),
-                                 interpolation=cv2.INTER_NEAREST)
+                big = cv2.resize(
+                    frame, (frame.shape[1] * scale, frame.shape[0] * scale), interpolation=cv2.INTER_NEAREST
+                )
                 frames.append(_overlay(big, f"game {len(scores) + 1}  score {total:g}"))
             if ep is not None or steps >= max_steps:
                 scores.append(total)

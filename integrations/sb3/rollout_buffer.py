@@ -52,8 +52,10 @@ class ChannelsLastRolloutBuffer(RolloutBuffer):
         n_envs: int = 1,
     ) -> None:
         if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 3:
-            raise TypeError("ChannelsLastRolloutBuffer needs a Box of channel-first images (C, H, W), got "
-                            f"{observation_space}; use SB3's RolloutBuffer for other observations")
+            raise TypeError(
+                "ChannelsLastRolloutBuffer needs a Box of channel-first images (C, H, W), got "
+                f"{observation_space}; use SB3's RolloutBuffer for other observations"
+            )
         super().__init__(buffer_size, observation_space, action_space, device, gae_lambda, gamma, n_envs)
 
     def reset(self) -> None:

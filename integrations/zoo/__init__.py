@@ -5,16 +5,22 @@
     python -m rl_zoo3.train --algo ppo --env RetroKit/Pong-v0 --gym-packages retro_atari_kit \\
         --conf-file retro_atari_kit.integrations.zoo.ppo
 
-The kit's env already is the full DeepMind stack (no-op reset, max-and-skip, episodic life, fire reset,
-84x84 gray, reward clip, 4-frame stack, uint8 channel-first). The zoo adds ``AtariWrapper`` and
-``VecFrameStack`` only for envs whose entry point is ale-py's ``AtariEnv`` or whose hyperparameters name
-``env_wrapper`` / ``frame_stack``; RetroKit IDs have neither, so no second stack is added. See docs/cli.md.
+The numbers are rl-zoo3's own Atari hyperparameters, read from the kit's preset files
+(``retro_atari_kit.presets.zoo_hyperparams``). The kit's env already is the full DeepMind stack (no-op
+reset, max-and-skip, episodic life, fire reset, 84x84 gray, reward clip, 4-frame stack, uint8
+channel-first). The zoo adds ``AtariWrapper`` and ``VecFrameStack`` only for envs whose entry point is
+ale-py's ``AtariEnv`` or whose hyperparameters name ``env_wrapper`` / ``frame_stack``; RetroKit IDs have
+neither, so no second stack is added. See docs/cli.md.
 """
 
 from __future__ import annotations
 
 import copy
 from typing import Any
+
+from retro_atari_kit.presets import import_dotted, zoo_hyperparams
+
+CLASS_KEYS = ("optimizer_class", "activation_fn", "features_extractor_class")
 
 
 def retrokit_ids() -> list[str]:
@@ -26,9 +32,15 @@ def retrokit_ids() -> list[str]:
     return sorted(k for k in gym.registry if k.startswith("RetroKit/"))
 
 
-def hyperparams_for_all(base: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``{env_id: copy of base}`` for every RetroKit ID (the zoo mutates the dict it gets)."""
+def hyperparams_for_all(algo: str) -> dict[str, dict[str, Any]]:
+    """``{env_id: rl-zoo3's Atari hyperparameters for algo}`` for every RetroKit ID, each its own copy
+    (the zoo mutates the dict it gets); dotted class paths in ``policy_kwargs`` resolved to classes."""
+    base = zoo_hyperparams(algo)
     for key in ("env_wrapper", "frame_stack"):
         if key in base:
             raise ValueError(f"zoo hyperparameters must not set {key!r}: the kit's env already stacks frames")
+    policy_kwargs = base.get("policy_kwargs", {})
+    for key in CLASS_KEYS:
+        if key in policy_kwargs:
+            policy_kwargs[key] = import_dotted(policy_kwargs[key])
     return {env_id: copy.deepcopy(base) for env_id in retrokit_ids()}

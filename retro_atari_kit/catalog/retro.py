@@ -2,8 +2,8 @@
 
 Listing is cheap on purpose (it runs at ``import retro_atari_kit``): it reads folder names and checks that
 each folder has a ``rom.sha`` file. stable-retro itself is not imported, no emulator is started and no ROM
-is hashed. ROM status (:meth:`RetroGame.rom_available`) is computed on demand, see
-:mod:`retro_atari_kit.roms`.
+is hashed. ROM status (``retro_atari_kit.roms.rom_status``) is computed on demand; the catalog never
+imports the ROM module (it imports the catalog).
 
 Integration sets: ``"stable"`` (registered by default), ``"contrib"`` and ``"experimental"`` (opt-in:
 ``register_all(include=("contrib", "experimental"))`` or the environment variable
@@ -73,12 +73,6 @@ class RetroGame:
             sorted(p.name[: -len(".state")] for p in self.path.glob("*.state") if not p.name.startswith("_"))
         )
 
-    def rom_available(self) -> bool:
-        """True when the ROM is installed or can be installed with no manual step (ale-py's ROMs)."""
-        from retro_atari_kit.roms import rom_status
-
-        return rom_status(self) != "missing"
-
 
 def retro_data_dir() -> Path:
     """stable-retro's data directory (``RETRO_DATA_PATH`` if set, as stable-retro does), found without
@@ -147,11 +141,12 @@ def retro_games(include: Iterable[str] | str | None = ("stable",)) -> tuple[Retr
 
     ``include=None`` follows ``RETROKIT_RETRO_INTEGRATIONS``; see :func:`parse_include`.
     """
-    return _retro_games(parse_include(include), str(retro_data_dir()))
+    return scan_retro_games(parse_include(include), str(retro_data_dir()))
 
 
 @lru_cache(maxsize=8)
-def _retro_games(include: tuple[str, ...], data_dir: str) -> tuple[RetroGame, ...]:
+def scan_retro_games(include: tuple[str, ...], data_dir: str) -> tuple[RetroGame, ...]:
+    """Every game of the integration sets ``include`` under ``data_dir`` (cached; reads folder names only)."""
     games: dict[str, RetroGame] = {}
     for integration in include:
         base = os.path.join(data_dir, integration)

@@ -27,8 +27,10 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from retro_atari_kit.cli import bench, evaluate, listing, plot, record, roms, train
 
-    parser = _Parser(prog="retrokit", description="Train, evaluate, record and plot RL agents on Atari and "
-                     "retro games (retro-atari-kit).")
+    parser = _Parser(
+        prog="retrokit",
+        description="Train, evaluate, record and plot RL agents on Atari and retro games (retro-atari-kit).",
+    )
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for mod in (train, evaluate, record, plot, listing, roms, bench):

@@ -5,15 +5,22 @@ from __future__ import annotations
 import argparse
 import time
 
-from retro_atari_kit.cli._common import CliError, positive_int, user_errors
+from retro_atari_kit.cli._common import CliError, user_errors
+from retro_atari_kit.cli.arguments import positive_int
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("bench", help="env steps/s per vector backend (random actions)")
     p.add_argument("env_id")
     p.add_argument("--n-envs", type=positive_int, nargs="+", default=[4], metavar="N")
-    p.add_argument("--backends", nargs="+", default=None, metavar="NAME",
-                   help="backends to compare (default: every vector backend; 'dummy' = SB3 DummyVecEnv)")
+    p.add_argument(
+        "--backends",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="backends to compare (default: every vector backend; 'dummy' = gymnasium "
+        "SyncVectorEnv over gym.make envs)",
+    )
     p.add_argument("--steps", type=positive_int, default=2000, help="vector steps per measurement")
     p.set_defaults(func=run)
 
@@ -27,38 +34,32 @@ def known_backends() -> list[str]:
 
 def measure(env_id: str, backend: str, n_envs: int, steps: int) -> float:
     """Agent steps per second (all envs) with uniformly random actions, after a short warm-up."""
+    import gymnasium as gym
     import numpy as np
 
-    from retro_atari_kit.integrations.sb3 import training as T
-
-    cfg = {"env_id": env_id, "n_envs": n_envs, "seed": 0, "env_kwargs": {}, "backend": backend}
-    if backend == "dummy":  # SB3's DummyVecEnv over gym.make envs, the usual hand-rolled baseline
-        import gymnasium as gym
-        from stable_baselines3.common.vec_env import DummyVecEnv
-
-        venv = DummyVecEnv([lambda: gym.make(env_id)] * n_envs)
+    if backend == "dummy":  # one env after the other in this process, the usual hand-rolled baseline
+        venv = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * n_envs)
     else:
-        venv = T.make_train_env(cfg, monitor_dir=None)
+        venv = gym.make_vec(env_id, num_envs=n_envs, backend=backend)
     try:
-        venv.reset()
+        venv.reset(seed=0)
         rng = np.random.default_rng(0)
-        n_act = venv.action_space.n
+        n_actions = venv.single_action_space.n
         for _ in range(50):
-            venv.step(rng.integers(0, n_act, size=n_envs))
+            venv.step(rng.integers(0, n_actions, size=n_envs))
         t0 = time.perf_counter()
         for _ in range(steps):
-            venv.step(rng.integers(0, n_act, size=n_envs))
+            venv.step(rng.integers(0, n_actions, size=n_envs))
         return steps * n_envs / (time.perf_counter() - t0)
     finally:
         venv.close()
 
 
 def run(args: argparse.Namespace) -> int:
-    from retro_atari_kit.integrations.sb3 import training as T
+    from retro_atari_kit.registration import probe_env
 
     with user_errors():
-        T.check_env_id(args.env_id)
-        T.probe_env(args.env_id, {})
+        probe_env(args.env_id, {})
     backends = args.backends or known_backends()
     known = known_backends() + ["dummy", "auto"]
     bad = [b for b in backends if b not in known]

@@ -6,14 +6,20 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
-from retro_atari_kit.cli._common import CliError, positive_int, user_errors
+from retro_atari_kit.cli._common import CliError, user_errors
+from retro_atari_kit.cli.arguments import parse_env_kwargs, positive_int
+from retro_atari_kit.cli.engines import engine
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("eval", help="true game scores of a trained agent",
-                       description="Play whole games (life losses do not end them, rewards unclipped) and "
-                       "print mean, std, min and max of the true score.")
+    p = sub.add_parser(
+        "eval",
+        help="true game scores of a trained agent",
+        description="Play whole games (life losses do not end them, rewards unclipped) and "
+        "print mean, std, min and max of the true score.",
+    )
     p.add_argument("target", metavar="RUN_DIR|MODEL.zip")
     p.add_argument("--episodes", type=positive_int, default=10)
     p.add_argument("--deterministic", action="store_true", help="greedy actions")
@@ -25,46 +31,67 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def resolve_target(target: str, env: str | None, env_kwargs: dict) -> tuple[str, str, dict, str | None]:
-    """(model path, env id, env kwargs, algo or None); warns on models from outside a kit run dir."""
-    from retro_atari_kit.integrations.sb3 import training as T
+def resolve_target(target: str, env: str | None, env_kwargs: dict) -> tuple[str, str, dict, dict | None]:
+    """(model path, env id, env kwargs, run config or None); warns on models from outside a kit run dir.
+
+    A run dir stands for its final model (or newest checkpoint); an unreadable one is an error naming the
+    newest readable checkpoint, never a silent fallback to an older model.
+    """
+    from retro_atari_kit.runs import find_run_dir, load_config
 
     if os.path.isdir(target):
-        cfg = T.load_config(target)
-        path, _ = T.latest_model(target)
-        return path, env or cfg["env_id"], {**cfg.get("env_kwargs", {}), **env_kwargs}, cfg["algo"]
-    if not os.path.isfile(target):
+        config = load_config(target)
+        path, _ = engine(config["engine"]).latest_model(target)
+        return path, env or config["env_id"], {**config.get("env_kwargs", {}), **env_kwargs}, config
+    if not os.path.exists(target):
         raise CliError(f"{target}: no such run dir or model file")
-    run = T.find_run_dir(target)
+    run = find_run_dir(target)
     if run is not None:
-        cfg = T.load_config(run)
-        return target, env or cfg["env_id"], {**cfg.get("env_kwargs", {}), **env_kwargs}, cfg["algo"]
-    print(f"retrokit: warning: {target} is not inside a run dir made by retrokit; SB3 model files can carry "
-          "pickled code - only load files you trust", file=sys.stderr)
+        config = load_config(run)
+        return target, env or config["env_id"], {**config.get("env_kwargs", {}), **env_kwargs}, config
+    print(
+        f"retrokit: warning: {target} is not inside a run dir made by retrokit; SB3 model files can carry "
+        "pickled code - only load files you trust",
+        file=sys.stderr,
+    )
     if env is None:
         raise CliError(f"{target} has no run config; pass --env ENV_ID (e.g. --env RetroKit/Pong-v0)")
     return target, env, env_kwargs, None
 
 
-def run(args: argparse.Namespace) -> int:
-    from retro_atari_kit.integrations.sb3 import training as T
-    from retro_atari_kit.integrations.sb3.evaluation import evaluate_model, summarize
+def load_target(target: str, env: str | None, env_kwargs: dict, device: str) -> tuple[Any, str, str, dict]:
+    """Resolve ``target``, load its model with the engine that trained it: (model, path, env id, kwargs)."""
+    from retro_atari_kit.registration import probe_env
 
     with user_errors():
-        kw = T.parse_env_kwargs(args.env_kwargs)
-        path, env_id, env_kwargs, algo = resolve_target(args.target, args.env, kw)
-        T.check_env_id(env_id)
-        T.probe_env(env_id, env_kwargs)
-        model = T.load_model(path, device=args.device, algo=algo)
+        path, env_id, kwargs, config = resolve_target(target, env, env_kwargs)
+        probe_env(env_id, kwargs)
+        backend = engine(config["engine"] if config else "sb3")
+        model = backend.load_model(path, device=device, algo=config["algo"] if config else None)
+    return model, path, env_id, kwargs
+
+
+def run(args: argparse.Namespace) -> int:
+    from retro_atari_kit.integrations.sb3.evaluation import evaluate_model, summarize
+
+    model, path, env_id, env_kwargs = load_target(
+        args.target, args.env, parse_env_kwargs(args.env_kwargs), args.device
+    )
     steps = getattr(model, "num_timesteps", None)
-    print(f"evaluating {path} ({steps} steps) on {env_id}: {args.episodes} games, "
-          f"{'deterministic' if args.deterministic else 'stochastic'} actions", file=sys.stderr)
-    scores = evaluate_model(model, env_id, env_kwargs, episodes=args.episodes, seed=args.seed,
-                            deterministic=args.deterministic)
+    print(
+        f"evaluating {path} ({steps} steps) on {env_id}: {args.episodes} games, "
+        f"{'deterministic' if args.deterministic else 'stochastic'} actions",
+        file=sys.stderr,
+    )
+    scores = evaluate_model(
+        model, env_id, env_kwargs, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic
+    )
     s = summarize(scores)
     if args.json:
         print(json.dumps({"model": path, "env_id": env_id, "steps": steps, **s, "scores": scores}))
     else:
-        print(f"true score over {s['episodes']} games: mean {s['mean']:.2f}  std {s['std']:.2f}  "
-              f"min {s['min']:.1f}  max {s['max']:.1f}")
+        print(
+            f"true score over {s['episodes']} games: mean {s['mean']:.2f}  std {s['std']:.2f}  "
+            f"min {s['min']:.1f}  max {s['max']:.1f}"
+        )
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from retro_atari_kit.cli._common import positive_int, user_errors
+from retro_atari_kit.cli.arguments import positive_int
 
 
 def add_parser(sub) -> None:
@@ -22,17 +22,23 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retro_atari_kit.cli.evaluate import resolve_target
-    from retro_atari_kit.integrations.sb3 import training as T
+    from retro_atari_kit.cli.evaluate import load_target
     from retro_atari_kit.integrations.sb3.recording import record_video
 
-    with user_errors():
-        path, env_id, env_kwargs, algo = resolve_target(args.target, args.env, {})
-        T.probe_env(env_id, env_kwargs)
-        model = T.load_model(path, device=args.device, algo=algo)
-    out, scores = record_video(model, env_id, env_kwargs, args.out, episodes=args.episodes, seed=args.seed,
-                               deterministic=args.deterministic, max_steps=args.max_steps)
-    print(f"wrote {out} ({len(scores)} game(s), true scores {', '.join(f'{s:g}' for s in scores)})",
-          file=sys.stderr)
+    model, _, env_id, env_kwargs = load_target(args.target, args.env, {}, args.device)
+    out, scores = record_video(
+        model,
+        env_id,
+        env_kwargs,
+        args.out,
+        episodes=args.episodes,
+        seed=args.seed,
+        deterministic=args.deterministic,
+        max_steps=args.max_steps,
+    )
+    print(
+        f"wrote {out} ({len(scores)} game(s), true scores {', '.join(f'{s:g}' for s in scores)})",
+        file=sys.stderr,
+    )
     print(out)
     return 0

@@ -5,69 +5,128 @@ from __future__ import annotations
 import argparse
 import os
 
-from retro_atari_kit.cli._common import CliError, nonneg_steps, positive_int, user_errors
+from retro_atari_kit.cli._common import CliError, user_errors
+from retro_atari_kit.cli.arguments import (
+    nonneg_steps,
+    parse_env_kwargs,
+    parse_set,
+    parse_timesteps,
+    positive_int,
+)
+from retro_atari_kit.cli.engines import ENGINE_MODULES, engine
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("train", help="train an agent (ppo, a2c, dqn, qrdqn) with the kit's stack",
-                       description="Train an SB3 agent on a RetroKit env. Prints the resolved config and a "
-                       "memory estimate first; Ctrl-C / SIGTERM saves a checkpoint and exits 0.")
+    p = sub.add_parser(
+        "train",
+        help="train an agent (ppo, a2c, dqn, qrdqn) with the kit's stack",
+        description="Train an agent on a RetroKit env. Prints the resolved config and a memory estimate "
+        "first; Ctrl-C / SIGTERM saves a checkpoint and exits 0.",
+    )
     p.add_argument("algo", nargs="?", help="ppo, a2c, dqn (qrdqn with sb3-contrib)")
     p.add_argument("env_id", nargs="?", help="e.g. RetroKit/Pong-v0 (see `retrokit list`)")
+    p.add_argument(
+        "--engine", default="sb3", choices=sorted(ENGINE_MODULES), help="training engine (default sb3)"
+    )
     p.add_argument("--network", default="nature", help="nature (default) or impala")
-    p.add_argument("--timesteps", default=None,
-                   help="total agent steps, e.g. 2e6 (default 1e6; with --resume: a new total)")
+    p.add_argument(
+        "--timesteps",
+        default=None,
+        help="total agent steps, e.g. 2e6 (default 1e6; with --resume: a new total)",
+    )
     p.add_argument("--n-envs", type=positive_int, default=None, help="parallel envs (default: CPU count)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--preset", default="default", help="hyperparameter preset (default: 'default')")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a hyperparameter, e.g. --set n_steps=256 (repeatable; YAML values)")
-    p.add_argument("--env-kwarg", dest="env_kwargs", action="append", default=[], metavar="KEY=VALUE",
-                   help="env kwarg, e.g. --env-kwarg crop_score=true (repeatable)")
-    p.add_argument("--backend", default="auto", help="vector backend passed to the launcher (default auto)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a hyperparameter, e.g. --set n_steps=256 (repeatable; YAML values)",
+    )
+    p.add_argument(
+        "--env-kwarg",
+        dest="env_kwargs",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env kwarg, e.g. --env-kwarg crop_score=true (repeatable)",
+    )
+    p.add_argument("--backend", default="auto", help="vector backend: auto, native, subprocess or inprocess")
     p.add_argument("--run-dir", default=None, help="default runs/<env>-<algo>-<network>-<seed>-<time>")
     p.add_argument("--eval-every", type=nonneg_steps, default=0, help="evaluate every N steps (0: off)")
     p.add_argument("--eval-episodes", type=positive_int, default=5, help="games per periodic evaluation")
-    p.add_argument("--checkpoint-every", type=nonneg_steps, default=100_000,
-                   help="checkpoint every N steps (default 1e5, 0: only at the end / on Ctrl-C)")
-    p.add_argument("--save-replay-buffer", action="store_true",
-                   help="DQN/QR-DQN: also save the replay buffer with checkpoints (large)")
-    p.add_argument("--resume", metavar="RUN_DIR", default=None,
-                   help="continue RUN_DIR from its latest checkpoint with its config")
-    p.add_argument("--force", action="store_true",
-                   help="overwrite an existing run dir; train even if the memory estimate exceeds free RAM")
+    p.add_argument(
+        "--checkpoint-every",
+        type=nonneg_steps,
+        default=100_000,
+        help="checkpoint every N steps (default 1e5, 0: only at the end / on Ctrl-C)",
+    )
+    p.add_argument(
+        "--save-replay-buffer",
+        action="store_true",
+        help="DQN/QR-DQN: also save the replay buffer with checkpoints (large)",
+    )
+    p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        default=None,
+        help="continue RUN_DIR from its latest checkpoint with its config",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite an existing run dir; train even if the memory estimate exceeds free RAM",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from retro_atari_kit.integrations.sb3 import training as T  # SB3 lives in integrations
+    from retro_atari_kit.runs import RunError, TrainSpec, load_config
 
     if args.resume:
         if args.algo or args.env_id:
             raise CliError("--resume takes the algo and env from the run's config.yaml; drop ALGO ENV_ID")
+        total = parse_timesteps(args.timesteps) if args.timesteps is not None else None
         with user_errors():
-            total = T.parse_timesteps(args.timesteps) if args.timesteps is not None else None
-            config, run_dir, ckpt = T.prepare_resume(args.resume, timesteps=total)
+            name = load_config(args.resume)["engine"] if os.path.isdir(args.resume) else "sb3"
+        backend = engine(name)
+        with user_errors():
+            config, run_dir, checkpoint = backend.prepare_resume(args.resume, timesteps=total)
     else:
         if not args.algo or not args.env_id:
-            raise CliError("usage: retrokit train ALGO ENV_ID [options], "
-                           "e.g. retrokit train ppo RetroKit/Pong-v0")
-        with user_errors():
-            spec = T.TrainSpec(
-                algo=args.algo.lower(), env_id=args.env_id, network=args.network.lower(),
-                timesteps=T.parse_timesteps(args.timesteps or "1e6"), n_envs=args.n_envs, seed=args.seed,
-                device=args.device, preset=args.preset, overrides=T.parse_set(args.overrides),
-                env_kwargs=T.parse_env_kwargs(args.env_kwargs), run_dir=args.run_dir,
-                eval_every=args.eval_every, eval_episodes=args.eval_episodes,
-                checkpoint_every=args.checkpoint_every, save_replay_buffer=args.save_replay_buffer,
-                backend=args.backend, command=getattr(args, "command_line", ""),
+            raise CliError(
+                "usage: retrokit train ALGO ENV_ID [options], e.g. retrokit train ppo RetroKit/Pong-v0"
             )
-            config, run_dir = T.prepare(spec, force=args.force)
-        ckpt = None
+        spec = TrainSpec(
+            algo=args.algo.lower(),
+            env_id=args.env_id,
+            engine=args.engine,
+            network=args.network.lower(),
+            timesteps=parse_timesteps(args.timesteps or "1e6"),
+            n_envs=args.n_envs,
+            seed=args.seed,
+            device=args.device,
+            preset=args.preset,
+            overrides=parse_set(args.overrides),
+            env_kwargs=parse_env_kwargs(args.env_kwargs),
+            run_dir=args.run_dir,
+            eval_every=args.eval_every,
+            eval_episodes=args.eval_episodes,
+            checkpoint_every=args.checkpoint_every,
+            save_replay_buffer=args.save_replay_buffer,
+            backend=args.backend,
+            command=getattr(args, "command_line", ""),
+        )
+        backend = engine(args.engine)
+        with user_errors():
+            config, run_dir = backend.prepare(spec, force=args.force)
+        checkpoint = None
     try:
-        T.train(config, run_dir, resume_from=ckpt)
-    except T.TrainingError as exc:  # e.g. a dead play process (after its checkpoint): one line, exit 2
+        backend.train(config, run_dir, resume_from=checkpoint)
+    except RunError as exc:  # e.g. a dead play process, after its checkpoint (issue 18): one line, exit 2
         raise CliError(str(exc)) from exc
     print(f"run dir: {os.path.abspath(run_dir)}")
     return 0

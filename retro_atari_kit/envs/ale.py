@@ -26,6 +26,7 @@ from retro_atari_kit.wrappers import (
     TrueScoreStatistics,
     WarpFrame,
 )
+from retro_atari_kit.wrappers.fire_reset import fire_reset_enabled
 
 # ALE's own cap: 108,000 emulator frames = 30 minutes of play; ending there is a real (truncated) game end.
 MAX_FRAMES_PER_EPISODE = 108_000
@@ -95,18 +96,10 @@ def make_ale_env(game: str, **kwargs: Any) -> gym.Env:
     env = TrueScoreStatistics(env)
     if cfg["terminal_on_life_loss"]:
         env = EpisodicLife(env)
-    if uses_fire_reset(env, cfg["fire_reset"]):
+    if fire_reset_enabled(env.unwrapped.get_action_meanings(), cfg["fire_reset"]):
         env = FireReset(env)
     env = WarpFrame(env, size=cfg["screen_size"], grayscale=cfg["grayscale"], crop=cfg["crop_score"])
     if cfg["clip_reward"]:
         env = ClipReward(env)
     env = FrameStack(env, k=cfg["frame_stack"])
     return env
-
-
-def uses_fire_reset(env: gym.Env, fire_reset: bool | str) -> bool:
-    """``"auto"``: press FIRE on reset when the game has FIRE at action 1 (and >= 3 actions)."""
-    if fire_reset != "auto":
-        return bool(fire_reset)
-    meanings = env.unwrapped.get_action_meanings()
-    return len(meanings) >= 3 and meanings[1] == "FIRE"

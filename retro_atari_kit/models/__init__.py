@@ -3,9 +3,37 @@
 ``NatureCNN`` and ``ImpalaCNN`` accept ``(B, C, H, W)`` uint8 frames (divided by 255 once, inside the
 module) or float frames already in [0, 1] (used as is). The SB3 adapters live in
 ``retro_atari_kit.integrations.sb3.extractors``.
+
+``NETWORKS`` (the one list of network names, ``--network`` choices) is importable without torch; the
+classes load torch on first access.
 """
 
-from retro_atari_kit.models.impala import ImpalaCNN, ImpalaStage, ResidualBlock
-from retro_atari_kit.models.nature import NatureCNN
+from __future__ import annotations
 
-__all__ = ["ImpalaCNN", "ImpalaStage", "NatureCNN", "ResidualBlock"]
+import importlib
+from typing import Any
+
+# network name (``--network``) -> class name in this package
+NETWORKS: dict[str, str] = {"nature": "NatureCNN", "impala": "ImpalaCNN"}
+
+_CLASSES = {
+    "NatureCNN": "retro_atari_kit.models.nature",
+    "ImpalaCNN": "retro_atari_kit.models.impala",
+    "ImpalaStage": "retro_atari_kit.models.impala",
+    "ResidualBlock": "retro_atari_kit.models.impala",
+}
+
+__all__ = ["NETWORKS", "ImpalaCNN", "ImpalaStage", "NatureCNN", "ResidualBlock", "network_class"]
+
+
+def network_class(name: str) -> type:
+    """The torch module class of network ``name`` (``"nature"`` or ``"impala"``); ValueError otherwise."""
+    if name not in NETWORKS:
+        raise ValueError(f"unknown network {name!r}; choose one of {', '.join(NETWORKS)}")
+    return __getattr__(NETWORKS[name])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLASSES:
+        return getattr(importlib.import_module(_CLASSES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -79,15 +79,21 @@ class ImpalaCNN(ChannelsLastMixin, nn.Module):
         channels_last: bool = True,
     ) -> None:
         super().__init__()
-        for name, value in (("in_channels", in_channels), ("image_size", image_size),
-                            ("features_dim", features_dim)):
+        for name, value in (
+            ("in_channels", in_channels),
+            ("image_size", image_size),
+            ("features_dim", features_dim),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         depths = tuple(depths)
         if not depths or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in depths):
             raise ValueError(f"depths must be a non-empty sequence of positive ints, got {depths!r}")
-        if isinstance(blocks_per_stage, bool) or not isinstance(blocks_per_stage, int) \
-                or blocks_per_stage < 0:
+        if (
+            isinstance(blocks_per_stage, bool)
+            or not isinstance(blocks_per_stage, int)
+            or blocks_per_stage < 0
+        ):
             raise ValueError(f"blocks_per_stage must be an int >= 0, got {blocks_per_stage!r}")
         if not 0.0 <= float(dropout) < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")

@@ -37,8 +37,11 @@ class NatureCNN(ChannelsLastMixin, nn.Module):
         channels_last: bool = True,
     ) -> None:
         super().__init__()
-        for name, value in (("in_channels", in_channels), ("image_size", image_size),
-                            ("features_dim", features_dim)):
+        for name, value in (
+            ("in_channels", in_channels),
+            ("image_size", image_size),
+            ("features_dim", features_dim),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         size = image_size

@@ -25,15 +25,21 @@ BACKENDS = ("auto", "native", "subprocess", "inprocess")
 __all__ = ["BACKENDS", "StackedVectorEnv", "make_vector_env", "resolve_backend"]
 
 
-def resolve_backend(game: str, backend: str = "auto", **kwargs: Any) -> str:
-    """The backend ``make_vector_env`` uses for ``game`` with these env kwargs (no env is created).
+def _validated(game: str, kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The per-env kwargs validated once, before any worker starts (ALE: resolved with defaults)."""
+    if kind == "ale":
+        from retro_atari_kit.envs.ale import validate_ale_kwargs
 
-    Raises ``ValueError`` for an unknown backend, ``native`` for a stable-retro game, and ``native`` with
-    kwargs ale-py's vector env cannot express exactly (the message names them).
-    """
+        return validate_ale_kwargs(game, kwargs)
+    from retro_atari_kit.envs.retro import validate_retro_kwargs
+
+    validate_retro_kwargs(game, kwargs)
+    return kwargs
+
+
+def _choose_backend(game: str, kind: str, backend: str, cfg: dict[str, Any]) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r}")
-    kind = game_kind(game)
     if kind == "retro":
         if backend in ("native", "inprocess"):
             raise ValueError(
@@ -41,20 +47,26 @@ def resolve_backend(game: str, backend: str = "auto", **kwargs: Any) -> str:
                 "stable-retro allows one emulator per process; use backend='subprocess' (or 'auto')"
             )
         return "subprocess"
-    if backend != "auto":
-        if backend == "native":
-            from retro_atari_kit.vector.native_ale import native_incompatibilities
-
-            problems = native_incompatibilities(game, kwargs)
-            if problems:
-                raise ValueError(
-                    f"backend='native' cannot express {'; '.join(problems)}; "
-                    "use backend='subprocess' or 'auto'"
-                )
+    if backend in ("subprocess", "inprocess"):
         return backend
     from retro_atari_kit.vector.native_ale import native_incompatibilities
 
-    return "subprocess" if native_incompatibilities(game, kwargs) else "native"
+    problems = native_incompatibilities(cfg)
+    if backend == "native" and problems:
+        raise ValueError(
+            f"backend='native' cannot express {'; '.join(problems)}; use backend='subprocess' or 'auto'"
+        )
+    return "subprocess" if problems else "native"
+
+
+def resolve_backend(game: str, backend: str = "auto", **kwargs: Any) -> str:
+    """The backend ``make_vector_env`` uses for ``game`` with these env kwargs (no env is created).
+
+    Raises ``ValueError`` for an unknown backend or kwarg, ``native`` for a stable-retro game, and
+    ``native`` with kwargs ale-py's vector env cannot express exactly (the message names them).
+    """
+    kind = game_kind(game)
+    return _choose_backend(game, kind, backend, _validated(game, kind, kwargs))
 
 
 def make_vector_env(
@@ -86,19 +98,12 @@ def make_vector_env(
             f"('SameStep'); got {autoreset_mode!r}"
         ) from None
     kind = game_kind(game)
-    if kind == "ale":
-        from retro_atari_kit.envs.ale import validate_ale_kwargs
-
-        validate_ale_kwargs(game, kwargs)  # one clear error here, before any worker starts
-    else:
-        from retro_atari_kit.envs.retro import validate_retro_kwargs
-
-        validate_retro_kwargs(game, kwargs)
-    chosen = resolve_backend(game, backend, **kwargs)
+    cfg = _validated(game, kind, kwargs)  # one clear error here, before any worker starts
+    chosen = _choose_backend(game, kind, backend, cfg)
     if chosen == "native":
         from retro_atari_kit.vector.native_ale import make_native_vector_env
 
-        return make_native_vector_env(game, num_envs, autoreset_mode, **kwargs)
+        return make_native_vector_env(game, num_envs, autoreset_mode, cfg)
     frame_stack, per_env = split_frame_stack(kwargs)
     factories = [EnvFactory(game, kind, per_env) for _ in range(num_envs)]
     if chosen == "inprocess":

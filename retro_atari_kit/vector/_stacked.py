@@ -87,8 +87,8 @@ class StackedVectorEnv(VectorEnv):
 
     # -- stacking ----------------------------------------------------------------------------------
     def _fill(self, index: int | np.ndarray, frame: np.ndarray) -> None:
-        self._stacks[index] = np.tile(frame, (self.k, 1, 1)) if np.ndim(index) == 0 else np.tile(
-            frame, (1, self.k, 1, 1)
+        self._stacks[index] = (
+            np.tile(frame, (self.k, 1, 1)) if np.ndim(index) == 0 else np.tile(frame, (1, self.k, 1, 1))
         )
 
     def _push(self, mask: np.ndarray) -> None:
@@ -149,7 +149,8 @@ class StackedVectorEnv(VectorEnv):
         """``VectorEnv._add_info`` for every env, with a fast path for scalar keys that every env has."""
         common = set(env_infos[0]).intersection(*env_infos[1:]) if env_infos else set()
         fast = [
-            key for key in common
+            key
+            for key in common
             if key not in infos and all(type(info[key]) in (int, float, bool) for info in env_infos)
         ]
         for key in fast:

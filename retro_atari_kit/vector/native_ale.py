@@ -27,22 +27,21 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import cv2
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from retro_atari_kit.catalog import ale_game
 from retro_atari_kit.vector._stacked import Seeds, StackedVectorEnv
+from retro_atari_kit.wrappers.fire_reset import fire_reset_enabled
+from retro_atari_kit.wrappers.warp_frame import crop_and_resize
 
 NOOP, FIRE = 0, 1
 MAX_FRAMES_PER_EPISODE = 108_000
 
 
-def native_incompatibilities(game: str, kwargs: dict[str, Any]) -> list[str]:
-    """Reasons why the native backend cannot reproduce the kit's stack for these kwargs (empty: it can)."""
-    from retro_atari_kit.envs.ale import validate_ale_kwargs
-
-    cfg = validate_ale_kwargs(game, kwargs)
+def native_incompatibilities(cfg: dict[str, Any]) -> list[str]:
+    """Reasons why the native backend cannot reproduce the kit's stack for these resolved kwargs
+    (``validate_ale_kwargs``'s result; empty: it can)."""
     problems = []
     try:
         from ale_py.vector_env import AtariVectorEnv  # noqa: F401
@@ -179,15 +178,7 @@ class _NativeEnv:
 
     def warp(self, frame: np.ndarray) -> np.ndarray:
         """Exactly :class:`retro_atari_kit.wrappers.WarpFrame`: crop, RGB2GRAY, INTER_AREA resize."""
-        if self.crop is not None:
-            top, bottom, left, right = self.crop
-            frame = frame[top:bottom, left:right]
-        if self.grayscale:
-            frame = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
-        frame = cv2.resize(frame, (self.size, self.size), interpolation=cv2.INTER_AREA)
-        if self.grayscale:
-            return frame[None, :, :]
-        return np.ascontiguousarray(frame.transpose(2, 0, 1))
+        return crop_and_resize(frame, self.size, self.grayscale, self.crop)
 
     def close(self) -> None:
         self.core.close()
@@ -209,10 +200,7 @@ class NativeDriver:
             raise
         action_set = self.envs[0].core.ale.get_action_set()
         meanings = [action.name for action in action_set]
-        has_fire = len(meanings) >= 3 and meanings[1] == "FIRE"
-        fire = has_fire if cfg["fire_reset"] == "auto" else bool(cfg["fire_reset"])
-        if fire and not has_fire:
-            raise ValueError(f"FireReset needs FIRE at action 1 and >= 3 actions, got {meanings}")
+        fire = fire_reset_enabled(meanings, cfg["fire_reset"])
         for env in self.envs:
             env.fire = fire
         self.num_envs = num_envs
@@ -276,15 +264,13 @@ class NativeDriver:
 
 
 def make_native_vector_env(
-    game: str, num_envs: int, autoreset_mode: AutoresetMode, **kwargs: Any
+    game: str, num_envs: int, autoreset_mode: AutoresetMode, cfg: dict[str, Any]
 ) -> StackedVectorEnv:
-    """Build the native backend; raises ``ValueError`` naming kwargs it cannot express exactly."""
-    from retro_atari_kit.envs.ale import validate_ale_kwargs
-
-    problems = native_incompatibilities(game, kwargs)
+    """Build the native backend from resolved kwargs (``validate_ale_kwargs``); raises ``ValueError``
+    naming kwargs it cannot express exactly."""
+    problems = native_incompatibilities(cfg)
     if problems:
         raise ValueError(
             f"backend='native' cannot express {'; '.join(problems)}; use backend='subprocess' or 'auto'"
         )
-    cfg = validate_ale_kwargs(game, kwargs)
     return StackedVectorEnv(NativeDriver(game, num_envs, cfg), cfg["frame_stack"], autoreset_mode, "native")

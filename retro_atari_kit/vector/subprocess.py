@@ -199,7 +199,7 @@ class SubprocessDriver:
             # main script again, which tries to start workers of its own and fails while bootstrapping.
             message += (
                 f" while starting. With start method {self.start_method!r} every worker imports your main "
-                "script again: put the code that creates the vector env under `if __name__ == \"__main__\":`"
+                'script again: put the code that creates the vector env under `if __name__ == "__main__":`'
                 " (the worker's traceback is printed above)"
             )
         return WorkerDiedError(rank, message + "; the vector env is closed, make a new one")

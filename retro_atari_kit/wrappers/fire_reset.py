@@ -7,6 +7,21 @@ from typing import Any
 import gymnasium as gym
 
 
+def has_fire_start(meanings: list[str]) -> bool:
+    """The DeepMind rule for games that wait for FIRE: FIRE at action 1 and at least three actions."""
+    return len(meanings) >= 3 and meanings[1] == "FIRE"
+
+
+def fire_reset_enabled(meanings: list[str], setting: bool | str) -> bool:
+    """Whether to press FIRE on reset: ``"auto"`` follows :func:`has_fire_start`; ``True`` on a game
+    without it raises ValueError."""
+    if setting == "auto":
+        return has_fire_start(meanings)
+    if setting and not has_fire_start(meanings):
+        raise ValueError(f"FireReset needs FIRE at action 1 and >= 3 actions, got {meanings}")
+    return bool(setting)
+
+
 class FireReset(gym.Wrapper):
     """After every reset, take FIRE then the action at index 2 (UP/RIGHT in most games).
 
@@ -18,9 +33,7 @@ class FireReset(gym.Wrapper):
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
-        meanings = env.unwrapped.get_action_meanings()
-        if len(meanings) < 3 or meanings[1] != "FIRE":
-            raise ValueError(f"FireReset needs FIRE at action 1 and >= 3 actions, got {meanings}")
+        fire_reset_enabled(env.unwrapped.get_action_meanings(), True)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         self.env.reset(seed=seed, options=options)

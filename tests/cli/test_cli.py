@@ -13,7 +13,7 @@ import zipfile
 
 import pytest
 import yaml
-from retro_atari_kit.integrations.sb3 import training as T
+from retro_atari_kit.runs import checkpoint_path, list_checkpoints, read_monitor_csvs
 
 from retro_atari_kit.cli import main
 
@@ -102,7 +102,7 @@ def test_plot_writes_png(trained_run, tmp_path, capsys):
 
 
 def test_plot_reads_monitor_episodes(tmp_path):
-    from retro_atari_kit.cli.plot import moving_average, read_monitor_csvs
+    from retro_atari_kit.cli.plot import moving_average
 
     mon = tmp_path / "monitor"
     mon.mkdir()
@@ -160,7 +160,15 @@ def _fails(argv: list[str], capsys, *needles: str) -> None:
         (["train", "ppo", ENV, "--set", "n_step=5"], ["unknown hyperparameter 'n_step'", "n_steps"]),
         (["train", "ppo", ENV, "--set", "n_steps"], ["malformed --set", "key=value"]),
         (["train", "ppo", ENV, "--set", "policy_kwargs.net_arch=foo"], ["cannot build ppo", "--set"]),
-        (["train", "ppo", ENV, "--set", "learning_rate=abc"], ["cannot read schedule 'abc'"]),
+        (["train", "ppo", ENV, "--set", "learning_rate=abc"], ["learning_rate", "cannot read schedule 'abc'"]),
+        (["train", "ppo", ENV, "--set", "gamma=abc"], ["gamma", "float"]),
+        (["train", "ppo", ENV, "--set", "n_epochs=abc"], ["n_epochs", "int"]),
+        (["train", "ppo", ENV, "--set", "ent_coef=[1]"], ["ent_coef", "float"]),
+        (["train", "ppo", ENV, "--set", "normalize=true"], ["normalize", "not used"]),
+        (["train", "ppo", ENV, "--set", "env_wrapper=x"], ["env_wrapper", "--env-kwarg"]),
+        (["train", "ppo", ENV, "--backend", "warp", "--run-dir", "runs/x"], ["unknown backend 'warp'", "native"]),
+        (["train", "ppo", "RetroKit/Pong-Atari2600-v0", "--backend", "native"], ["--backend native", "subprocess"]),
+        (["train", "ppo", ENV, "--engine", "tf"], ["invalid choice: 'tf'"]),
         (["train", "ppo", ENV, "--timesteps", "lots"], ["--timesteps", "2e6"]),
         (["train", "ppo", ENV, "--env-kwarg", "frame_skipp=3"], ["frame_skipp"]),
         (["train", "ppo", "RetroKit/SonicTheHedgehog-Genesis-v0"], ["import-roms"]),
@@ -214,8 +222,6 @@ def test_sigint_saves_checkpoint_and_resume_continues(tmp_path):
             proc.kill()
     assert proc.returncode == 0, err
     assert f"resume with: retrokit train --resume {run}" in out
-    from retro_atari_kit.integrations.sb3.training import list_checkpoints
-
     steps, path = list_checkpoints(run)[-1]
     assert zipfile.is_zipfile(path) and steps >= 64
     from stable_baselines3 import PPO
@@ -238,11 +244,11 @@ def test_resume_after_a_hard_kill_sets_aside_logs_past_the_checkpoint(trained_ru
     # that ended after the checkpoint was written, which the resumed model does not descend from.
     run = str(tmp_path / "killed")
     shutil.copytree(trained_run, run)  # copy2 keeps mtimes: the checkpoint's write time is the cut
-    for steps, path in T.list_checkpoints(run):
+    for steps, path in list_checkpoints(run):
         if steps > 64:
             os.remove(path)
     os.remove(os.path.join(run, "model.zip"))
-    saved_at = os.path.getmtime(T.checkpoint_path(run, 64))
+    saved_at = os.path.getmtime(checkpoint_path(run, 64))
     monitor = os.path.join(run, "monitor", "0.monitor.csv")
     t_start = json.loads(open(monitor).readline()[1:])["t_start"]
     before = f"-21.0,800,{saved_at - t_start - 1:.6f}\n"
@@ -258,8 +264,6 @@ def test_resume_after_a_hard_kill_sets_aside_logs_past_the_checkpoint(trained_ru
     lines = open(monitor).readlines()
     assert lines[-1] == before and after not in lines
     assert open(os.path.join(run, "orphaned-1", "monitor", "0.monitor.csv")).read() == original
-    from retro_atari_kit.cli.plot import read_monitor_csvs
-
     assert list(read_monitor_csvs(run)["r"]) == [-21.0]  # the set-aside copies are not plotted
     totals = [int(r["time/total_timesteps"]) for r in _rows(os.path.join(run, "progress.csv"))]
     assert totals == [64, 128]  # 64 kept from the first segment, no duplicate stretch
@@ -308,3 +312,66 @@ def test_cli_module_does_not_import_sb3():
     code = ("import sys, retro_atari_kit.cli as c; c.build_parser(); "
             "assert 'stable_baselines3' not in sys.modules and 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_device_cuda_without_cuda_is_refused(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    run = tmp_path / "r"
+    _fails(["train", "ppo", ENV, "--device", "cuda", "--run-dir", str(run)], capsys, "--device cuda", "--device auto")
+    assert not run.exists()
+
+
+def test_final_model_is_stored_once(trained_run):
+    steps, last = list_checkpoints(trained_run)[-1]
+    assert steps == 256
+    assert os.path.samefile(os.path.join(trained_run, "model.zip"), last)  # one file, two names
+
+
+def test_resume_below_the_trained_steps_is_refused(trained_run, capsys):
+    config = open(os.path.join(trained_run, "config.yaml")).read()
+    _fails(["train", "--resume", trained_run, "--timesteps", "100"], capsys, "below the 256 steps", "larger total")
+    assert open(os.path.join(trained_run, "config.yaml")).read() == config
+
+
+def test_eval_never_falls_back_to_an_older_model_silently(trained_run, tmp_path, capsys):
+    run = str(tmp_path / "damaged")
+    shutil.copytree(trained_run, run)
+    final = os.path.join(run, "model.zip")
+    os.remove(final)  # a hard link: replace the name, not the checkpoint's bytes
+    with open(final, "wb") as fh:
+        fh.write(b"not a zip")
+    newest = checkpoint_path(run, 256)
+    _fails(["eval", run, "--episodes", "1"], capsys, "cannot read", final, newest)
+    assert main(["eval", newest, "--episodes", "1", "--json"]) == 0  # the named fix works
+
+
+def test_force_refuses_a_run_dir_being_trained(trained_run, tmp_path, capsys):
+    run = str(tmp_path / "busy")
+    shutil.copytree(trained_run, run)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with open(os.path.join(run, ".train.pid"), "w") as fh:
+            fh.write(str(sleeper.pid))
+        _fails(["train", "ppo", ENV, "--run-dir", run, "--force", *TINY], capsys, "--force refuses", str(sleeper.pid))
+        assert os.path.exists(os.path.join(run, "model.zip"))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_new_run_that_fails_before_its_first_checkpoint_leaves_nothing(tmp_path, monkeypatch, capsys):
+    from retro_atari_kit.integrations.sb3.training import run as sb3_run
+
+    def broken_env(*args, **kwargs):
+        raise RuntimeError("emulator failed to start")
+
+    monkeypatch.setattr(sb3_run, "make_train_env", broken_env)
+    run = tmp_path / "r"
+    with pytest.raises(RuntimeError, match="emulator failed"):
+        main(["train", "ppo", ENV, "--timesteps", "64", "--run-dir", str(run), *TINY])
+    assert not run.exists()  # no config.yaml, monitor/ or stale .train.pid to block a re-run
+    monkeypatch.undo()
+    assert main(["train", "ppo", ENV, "--timesteps", "64", "--run-dir", str(run), *TINY]) == 0

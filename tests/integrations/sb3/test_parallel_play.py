@@ -13,7 +13,6 @@ import psutil
 import pytest
 import torch
 from retro_atari_kit.integrations.sb3 import make_vec_env
-from retro_atari_kit.integrations.sb3 import training as T
 from retro_atari_kit.integrations.sb3.parallel_play import (
     PlayProcessVecEnv,
     make_play_env,
@@ -21,7 +20,10 @@ from retro_atari_kit.integrations.sb3.parallel_play import (
     parse_options,
 )
 from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset, to_sb3_kwargs
+from retro_atari_kit.integrations.sb3.training import algo_kwargs, resolve_config
 from stable_baselines3 import DQN
+
+from retro_atari_kit.runs import RunError, TrainSpec, list_checkpoints
 
 PONG = "RetroKit/Pong-v0"
 
@@ -126,11 +128,11 @@ def test_options_and_env_are_checked():
         from stable_baselines3 import PPO
 
         parallel_play_class(PPO)
-    with pytest.raises(T.TrainingError, match="parallel_play is for dqn"):
-        T.resolve_config(T.TrainSpec(algo="ppo", env_id=PONG, overrides={"parallel_play": True}))
-    with pytest.raises(T.TrainingError, match="unknown parallel_play option 'every'"):
-        T.resolve_config(
-            T.TrainSpec(
+    with pytest.raises(RunError, match="parallel_play is for dqn"):
+        resolve_config(TrainSpec(algo="ppo", env_id=PONG, overrides={"parallel_play": True}))
+    with pytest.raises(RunError, match="unknown parallel_play option 'every'"):
+        resolve_config(
+            TrainSpec(
                 algo="dqn", env_id=PONG, preset="pong-dqn-fast", overrides={"parallel_play": {"every": 3}}
             )
         )
@@ -144,11 +146,11 @@ def test_options_and_env_are_checked():
 
 
 def test_the_preset_resolves_to_four_steps_per_update_and_parallel_play():
-    cfg = T.resolve_config(T.TrainSpec(algo="dqn", env_id=PONG, preset="pong-dqn-fast"))
+    cfg = resolve_config(TrainSpec(algo="dqn", env_id=PONG, preset="pong-dqn-fast"))
     assert cfg["n_envs"] == 1  # the preset's one env, not one per CPU: n_envs sets the updates per env step
     hp = cfg["hyperparams"]
     assert hp["train_freq"] == 4 and hp["batch_size"] == 4 * get_preset("dqn", "pong-dqn")["batch_size"]
-    assert hp["parallel_play"] and "parallel_play" not in T.algo_kwargs(cfg)
+    assert hp["parallel_play"] and "parallel_play" not in algo_kwargs(cfg)
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -196,7 +198,7 @@ def test_killed_player_stops_training_with_a_checkpoint_and_resume_continues(tmp
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(lambda: T.list_checkpoints(run), proc)  # training is under way
+        _wait_for(lambda: list_checkpoints(run), proc)  # training is under way
         trainer = psutil.Process(proc.pid)
         family = trainer.children(recursive=True)
         players = [
@@ -218,7 +220,7 @@ def test_killed_player_stops_training_with_a_checkpoint_and_resume_continues(tmp
     assert f"(pid {players[0].pid}) died: killed by SIGKILL" in last and "checkpoint" in last
     gone, alive = psutil.wait_procs(family, timeout=10)
     assert not alive, [p.cmdline() for p in alive]  # no orphans
-    steps, path = T.list_checkpoints(run)[-1]
+    steps, path = list_checkpoints(run)[-1]
     assert steps >= 200 and f"checkpoint {path}" in last
     assert os.path.exists(os.path.join(run, "checkpoints", "replay_buffer.pkl"))
 

@@ -131,8 +131,9 @@ def test_every_preset_builds_a_model(algo, cls, name):
 
 
 def test_presets_feed_the_training_cli_resolution():
-    from retro_atari_kit.integrations.sb3 import training as T
+    from retro_atari_kit.integrations.sb3.training import algo_kwargs, resolve_config
+    from retro_atari_kit.runs import TrainSpec
 
-    cfg = T.resolve_config(T.TrainSpec(algo="dqn", env_id="RetroKit/Pong-v0", preset="pong-dqn"))
-    assert cfg["hyperparams"]["learning_starts"] == 10_000
-    assert T.algo_kwargs(cfg)["replay_buffer_class"] is CompactReplayBuffer
+    cfg = resolve_config(TrainSpec(algo="dqn", env_id="RetroKit/Pong-v0", preset="pong-dqn"))
+    assert cfg["hyperparams"]["learning_starts"] == 10_000 and cfg["engine"] == "sb3"
+    assert algo_kwargs(cfg)["replay_buffer_class"] is CompactReplayBuffer

@@ -1,0 +1,155 @@
+"""SB3 callbacks of a ``retrokit train`` run: stop on a signal, checkpoints, progress bar, evaluations."""
+
+from __future__ import annotations
+
+import csv
+import os
+import sys
+import time
+from typing import Any
+
+import numpy as np
+from retro_atari_kit.integrations.sb3.training.models import save_checkpoint
+from stable_baselines3.common.callbacks import BaseCallback
+
+
+class StopFlag:
+    """Set by the SIGINT / SIGTERM handler; read by :class:`StopOnSignal` between env steps."""
+
+    def __init__(self) -> None:
+        self.stop = False
+
+    def __call__(self, signum: int, frame: Any) -> None:  # a signal handler
+        self.stop = True
+
+
+class StopOnSignal(BaseCallback):
+    """Ends ``learn`` at the next env step once the flag is set, so the run can save and exit cleanly."""
+
+    def __init__(self, flag: StopFlag) -> None:
+        super().__init__()
+        self.flag = flag
+
+    def _on_step(self) -> bool:
+        return not self.flag.stop
+
+
+def _next_multiple(steps: int, every: int) -> int:
+    return (steps // every + 1) * every
+
+
+class Checkpoint(BaseCallback):
+    """Saves ``checkpoints/model_<steps>_steps.zip`` atomically every ``every`` agent steps."""
+
+    def __init__(self, run_dir: str, every: int, save_replay: bool) -> None:
+        super().__init__()
+        self.run_dir, self.every, self.save_replay = run_dir, every, save_replay
+        self.next_at = 0
+
+    def _on_training_start(self) -> None:
+        self.next_at = _next_multiple(self.num_timesteps, self.every)
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self.next_at:
+            save_checkpoint(self.model, self.run_dir, self.save_replay)
+            self.next_at = _next_multiple(self.num_timesteps, self.every)
+        return True
+
+
+class Progress(BaseCallback):
+    """tqdm bar: agent steps, steps/s, mean true score of the last 100 finished games."""
+
+    def __init__(self, total: int) -> None:
+        super().__init__()
+        self.total = total
+        self.bar: Any = None
+        self.t0 = 0.0
+        self.s0 = 0
+        self.last = 0
+
+    def _on_training_start(self) -> None:
+        from tqdm import tqdm
+
+        tty = sys.stderr.isatty()
+        self.bar = tqdm(
+            total=self.total,
+            initial=self.num_timesteps,
+            unit="step",
+            dynamic_ncols=True,
+            mininterval=0.5 if tty else 30.0,
+            file=sys.stderr,
+            smoothing=0.05,
+        )
+        self.t0, self.s0, self.last = time.perf_counter(), self.num_timesteps, self.num_timesteps
+
+    def _on_step(self) -> bool:
+        self.bar.update(self.num_timesteps - self.last)
+        self.last = self.num_timesteps
+        if self.n_calls % 50 == 0:
+            games = self.model.ep_info_buffer
+            score = f"{np.mean([e['r'] for e in games]):.1f}" if games else "n/a"
+            sps = (self.num_timesteps - self.s0) / max(1e-9, time.perf_counter() - self.t0)
+            self.bar.set_postfix_str(
+                f"{sps:.0f} steps/s, score(100) {score}, games {len(games)}", refresh=False
+            )
+        return True
+
+    def _on_training_end(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class PeriodicEval(BaseCallback):
+    """Every ``every`` steps: ``episodes`` whole games, true scores logged and appended to evaluations.csv."""
+
+    def __init__(self, config: dict[str, Any], run_dir: str, every: int, episodes: int) -> None:
+        super().__init__()
+        self.config, self.run_dir, self.every, self.episodes = config, run_dir, every, episodes
+        self.next_at = 0
+
+    def _on_training_start(self) -> None:
+        self.next_at = _next_multiple(self.num_timesteps, self.every)
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps < self.next_at:
+            return True
+        from retro_atari_kit.integrations.sb3.evaluation import evaluate_model
+
+        scores = evaluate_model(
+            self.model,
+            self.config["env_id"],
+            self.config["env_kwargs"],
+            episodes=self.episodes,
+            seed=self.config["seed"] + 10_000,
+            deterministic=False,
+        )
+        self.logger.record("eval/mean_score", float(np.mean(scores)))
+        self.logger.record("eval/std_score", float(np.std(scores)))
+        path = os.path.join(self.run_dir, "evaluations.csv")
+        new = not os.path.exists(path)
+        with open(path, "a", newline="") as fh:
+            writer = csv.writer(fh)
+            if new:
+                writer.writerow(["steps", "mean", "std", "min", "max", "episodes"])
+            writer.writerow(
+                [
+                    self.num_timesteps,
+                    np.mean(scores),
+                    np.std(scores),
+                    np.min(scores),
+                    np.max(scores),
+                    len(scores),
+                ]
+            )
+        self.next_at = _next_multiple(self.num_timesteps, self.every)
+        return True
+
+
+def training_callbacks(config: dict[str, Any], run_dir: str, flag: StopFlag) -> list[BaseCallback]:
+    """The callbacks a run uses, by its config (checkpoints / evaluations only when enabled)."""
+    callbacks: list[BaseCallback] = [StopOnSignal(flag), Progress(config["timesteps"])]
+    if config["checkpoint_every"]:
+        callbacks.append(Checkpoint(run_dir, config["checkpoint_every"], config["save_replay_buffer"]))
+    if config["eval_every"]:
+        callbacks.append(PeriodicEval(config, run_dir, config["eval_every"], config["eval_episodes"]))
+    return callbacks

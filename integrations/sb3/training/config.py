@@ -1,0 +1,208 @@
+"""Resolving a training request into the run's config, and validating it before anything is written.
+
+Every check that can fail on user input runs here, on one env and a throw-away model, so that a bad
+``--set`` value, backend, device or env kwarg is one clear RunError and no run dir is created.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+import typing
+import warnings
+from typing import Any
+
+import gymnasium as gym
+from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class, constructor_params
+from retro_atari_kit.integrations.sb3.presets import NON_SB3_KEYS, allowed_keys, to_sb3_kwargs
+
+from retro_atari_kit.models import NETWORKS
+from retro_atari_kit.presets import PresetError, apply_overrides, get_preset
+from retro_atari_kit.registration import check_env_id
+from retro_atari_kit.runs import RunError, TrainSpec, new_config
+from retro_atari_kit.vector import BACKENDS
+
+# Keys of rl-zoo3 configs that mean "add a wrapper": the kit's env already is the whole stack.
+WRAPPER_KEYS = {
+    "env_wrapper": "the kit's env already is the DeepMind stack; use --env-kwarg to change it",
+    "normalize": "frames are uint8 and normalised once in the model; rewards are clipped by the env",
+}
+
+
+def check_device(device: str) -> None:
+    """RunError for an unknown device or ``cuda`` on a machine without a usable CUDA GPU."""
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise RunError(f"unknown device {device!r}; choose auto, cpu or cuda")
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RunError(
+                f"--device {device}: no CUDA GPU is usable here (torch {torch.__version__}); "
+                "use --device auto "
+                "or cpu, or install a CUDA build of torch"
+            )
+
+
+def resolve_config(spec: TrainSpec) -> dict[str, Any]:
+    """Preset + ``--set`` overrides + CLI settings -> the full configuration written to config.yaml."""
+    algo = spec.algo.lower()
+    algo_class(algo)
+    if spec.network not in NETWORKS:
+        raise RunError(f"unknown network {spec.network!r}; choose one of {', '.join(NETWORKS)}")
+    check_device(spec.device)
+    check_env_id(spec.env_id)
+    if spec.backend not in BACKENDS:
+        raise RunError(f"unknown backend {spec.backend!r}; choose one of {', '.join(BACKENDS)}")
+    preset = get_preset(algo, spec.preset)
+    allowed = allowed_keys(algo, preset) | {"frame_stack", "env_kwargs"}
+    for key, why in WRAPPER_KEYS.items():
+        if key in spec.overrides:
+            raise RunError(f"--set {key}=...: not used by the kit ({why})")
+    try:
+        hp = apply_overrides(preset, spec.overrides, allowed=allowed)
+    except PresetError as exc:
+        raise RunError(f"{exc} for {algo} (see docs/cli.md)") from None
+    check_value_types(algo, hp)
+    if hp.get("parallel_play"):  # issue 18: env play in its own process (integrations/sb3/parallel_play)
+        from retro_atari_kit.integrations.sb3.parallel_play import check_parallel_play
+
+        try:
+            check_parallel_play(algo, hp["parallel_play"])
+        except ValueError as exc:
+            raise RunError(str(exc)) from None
+    env_kwargs = {**hp.pop("env_kwargs", {}), **spec.env_kwargs}
+    frame_stack = hp.pop("frame_stack", None)
+    if frame_stack not in (None, 4):  # frame stacking is an env kwarg of the kit's stack, not a wrapper
+        env_kwargs.setdefault("frame_stack", frame_stack)
+    preset_n_envs = hp.pop("n_envs", None)
+    hp.pop("n_timesteps", None)
+    n_envs = spec.n_envs or os.cpu_count() or 1  # one env per CPU
+    if not spec.n_envs and hp.get("parallel_play") and preset_n_envs:  # issue 18: the preset's envs (one
+        n_envs = preset_n_envs  # play process steps them all, and n_envs sets the updates per env step)
+    if int(n_envs) < 1:
+        raise RunError(f"--n-envs must be >= 1, got {n_envs}")
+    if spec.checkpoint_every < 0 or spec.eval_every < 0:
+        raise RunError("--checkpoint-every and --eval-every must be >= 0 (0 disables)")
+    return new_config(
+        "sb3",
+        spec.command,
+        algo=algo,
+        env_id=spec.env_id,
+        network=spec.network,
+        preset=spec.preset,
+        timesteps=int(spec.timesteps),
+        n_envs=int(n_envs),
+        seed=int(spec.seed),
+        device=spec.device,
+        backend=spec.backend,
+        env_kwargs=env_kwargs,
+        preset_n_envs=preset_n_envs,
+        hyperparams=hp,
+        eval_every=int(spec.eval_every),
+        eval_episodes=int(spec.eval_episodes),
+        checkpoint_every=int(spec.checkpoint_every),
+        save_replay_buffer=bool(spec.save_replay_buffer),
+    )
+
+
+def _expected(annotation: Any) -> tuple[set[type], bool] | None:
+    """(plain types a value may have, whether None is allowed) for simple annotations, else None."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation) if origin in (typing.Union, types.UnionType) else (annotation,)
+    plain: set[type] = set()
+    optional = False
+    for arg in args:
+        if arg is type(None):
+            optional = True
+        elif arg in (int, float, bool, str):
+            plain.add(arg)
+        else:
+            return None  # schedules, classes, dicts: checked by building the model
+    return (plain, optional) if plain else None
+
+
+def _annotation(function: Any, param: Any) -> Any:
+    """The parameter's annotation as an object (SB3 writes some as strings); None if it cannot be read."""
+    annotation = param.annotation
+    if isinstance(annotation, str):
+        try:
+            annotation = eval(annotation, vars(sys.modules[function.__module__]))  # noqa: S307 - SB3's own source
+        except Exception:  # noqa: BLE001 - names only imported for type checkers
+            return None
+    return annotation
+
+
+def check_value_types(algo: str, hp: dict[str, Any]) -> None:
+    """RunError naming the key and the expected type when a value cannot be what SB3's signature says.
+
+    SB3 does not check types at construction; a string ``gamma`` would crash after the first rollout.
+    """
+    init = algo_class(algo).__init__
+    for key, param in constructor_params(algo).items():
+        if key not in hp:
+            continue
+        expected = _expected(_annotation(init, param))
+        if expected is None:
+            continue
+        allowed, optional = expected
+        value = hp[key]
+        if value is None and optional:
+            continue
+        ok = (
+            (bool in allowed and isinstance(value, bool))
+            or (int in allowed and isinstance(value, int) and not isinstance(value, bool))
+            or (float in allowed and isinstance(value, (int, float)) and not isinstance(value, bool))
+            or (str in allowed and isinstance(value, str))
+        )
+        if not ok:
+            names = " or ".join(sorted(t.__name__ for t in allowed)) + (" or null" if optional else "")
+            raise RunError(f"--set {key}={value!r}: {algo} needs {names} for {key!r}")
+
+
+def algo_kwargs(config: dict[str, Any]) -> dict[str, Any]:
+    """SB3 constructor kwargs of a resolved config: schedules and classes resolved, the kit's extractor."""
+    try:
+        return to_sb3_kwargs(config["hyperparams"], network=config["network"])
+    except ValueError as exc:
+        raise RunError(f"--set {exc}") from None
+
+
+def check_model_builds(config: dict[str, Any]) -> None:
+    """Build the SB3 model once on a single env, so a bad ``--set`` value (a wrong shape, an option the
+    algorithm rejects) is one clear RunError before any file of the run is written."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    kwargs = algo_kwargs(config)
+    policy = kwargs.pop("policy")
+    if "buffer_size" in kwargs:
+        kwargs["buffer_size"] = min(int(kwargs["buffer_size"]), 1_000)  # the probe needs no real replay
+    venv = DummyVecEnv([lambda: gym.make(config["env_id"], **config["env_kwargs"])])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. PPO's batch-size note for one env
+            algo_class(config["algo"])(policy, venv, device="cpu", verbose=0, **kwargs)
+    except (TypeError, ValueError, KeyError, AssertionError, RuntimeError) as exc:
+        msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise RunError(
+            f"cannot build {config['algo']} with these hyperparameters: {msg}; check the --set values "
+            "(see docs/cli.md)"
+        ) from exc
+    finally:
+        venv.close()
+
+
+def is_off_policy(config: dict[str, Any]) -> bool:
+    return config["algo"] in OFF_POLICY
+
+
+__all__ = [
+    "NON_SB3_KEYS",
+    "algo_kwargs",
+    "check_device",
+    "check_model_builds",
+    "check_value_types",
+    "is_off_policy",
+    "resolve_config",
+]

@@ -1,0 +1,69 @@
+"""Atomic writes: a reader never sees a half-written config, model or log.
+
+Every file (or directory) is written under a temporary name in the destination's own directory, then
+renamed over the destination with ``os.replace``, which is atomic on POSIX and Windows within one file
+system.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+
+
+def _temporary_path(path: str) -> str:
+    directory, name = os.path.split(os.path.abspath(path))
+    stem, ext = os.path.splitext(name)
+    # keep the extension last: some writers (SB3's model.save) append ".zip" to names without it
+    return os.path.join(directory, f".{stem}.tmp-{os.getpid()}{ext}")
+
+
+def atomic_write(path: str, write: Callable[[str], None]) -> None:
+    """Call ``write(tmp)`` to create a file or directory at ``tmp``, then move it over ``path``.
+
+    A directory that already exists at ``path`` is replaced as a whole (renamed aside, then removed), so
+    directory checkpoints (e.g. RLlib's) are as atomic as file ones. On an exception nothing at ``path``
+    changes and the temporary is removed.
+    """
+    tmp = _temporary_path(path)
+    try:
+        write(tmp)
+        if os.path.isdir(tmp) and os.path.isdir(path):
+            old = f"{tmp}.old"
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        if os.path.isdir(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def atomic_write_bytes(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` atomically (flushed to disk before the rename), permissions ``mode``."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+
+    atomic_write(path, write)
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (flushed to disk before the rename)."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    atomic_write(path, write)

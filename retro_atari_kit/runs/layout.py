@@ -1,0 +1,140 @@
+"""The run directory: its layout, its ``config.yaml``, creating and finding it. Any engine uses this.
+
+::
+
+    runs/<env>-<algo>-<network>-<seed>-<time>/
+        config.yaml            every resolved setting (``kind: retro-atari-kit run``, ``engine: sb3|rllib``)
+        model.zip              the final model (SB3: a hard link to the last checkpoint, not a copy)
+        checkpoints/           model_<steps>_steps[.zip], written atomically
+        monitor/               <rank>.monitor.csv per env, TRUE game scores; resume-<k>/ per resumed segment
+        progress.csv           the engine's logger table (resumed segments merged in)
+        log.txt, events.*      human-readable log, tensorboard
+        evaluations.csv        periodic evaluations
+        orphaned-<k>/          logs written past the checkpoint a resume started from (see progress.py)
+        .train.pid             the pid lock of the process training it (lock.py)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import glob
+import os
+import shutil
+from typing import Any
+
+import yaml
+
+from retro_atari_kit.runs.errors import RunError
+from retro_atari_kit.runs.files import atomic_write_text
+from retro_atari_kit.runs.lock import lock_owner
+
+CONFIG_FILE = "config.yaml"
+CONFIG_MARKER = "retro-atari-kit run"
+MONITOR_DIR = "monitor"
+ORPHANED_PREFIX = "orphaned-"
+ENGINES = ("sb3", "rllib")
+
+
+def default_run_dir(env_id: str, algo: str, network: str, seed: int, root: str = "runs") -> str:
+    """``<root>/<env>-<algo>-<network>-<seed>-<YYYYmmdd-HHMMSS>``."""
+    env = env_id.split("/")[-1]
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return os.path.join(root, f"{env}-{algo}-{network}-{seed}-{stamp}")
+
+
+def check_new_run_dir(run_dir: str, force: bool) -> None:
+    """Raise RunError unless ``create_run_dir(run_dir, force)`` would succeed. Changes nothing."""
+    if not os.path.exists(run_dir):
+        return
+    if not force:
+        raise RunError(
+            f"run dir {run_dir} exists; use --resume {run_dir} to continue it, --force to overwrite it, "
+            "or another --run-dir"
+        )
+    is_run = os.path.isfile(os.path.join(run_dir, CONFIG_FILE))
+    if not os.path.isdir(run_dir) or (os.listdir(run_dir) and not is_run):
+        raise RunError(
+            f"--force refuses to clear {run_dir}: it is not a retrokit run dir; pick another --run-dir"
+        )
+    owner = lock_owner(run_dir)
+    if owner is not None:
+        raise RunError(
+            f"--force refuses to clear {run_dir}: pid {owner} is training it; stop it first "
+            f"(kill -TERM {owner} saves a checkpoint)"
+        )
+
+
+def create_run_dir(run_dir: str, force: bool = False) -> None:
+    """Create an empty run dir; with ``force`` an old run dir there (not being trained) is removed first."""
+    check_new_run_dir(run_dir, force)
+    if os.path.exists(run_dir):
+        shutil.rmtree(run_dir)
+    os.makedirs(run_dir)
+
+
+def write_config(run_dir: str, config: dict[str, Any]) -> None:
+    """Write ``config.yaml`` atomically, keys in insertion order."""
+    atomic_write_text(os.path.join(run_dir, CONFIG_FILE), yaml.safe_dump(config, sort_keys=False))
+
+
+def new_config(engine: str, command: str, **settings: Any) -> dict[str, Any]:
+    """The common head of every run's config (marker, engine, kit version, time, command), then settings."""
+    from retro_atari_kit import __version__
+
+    if engine not in ENGINES:
+        raise RunError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    return {
+        "kind": CONFIG_MARKER,
+        "engine": engine,
+        "kit_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        **settings,
+    }
+
+
+def load_config(run_dir: str) -> dict[str, Any]:
+    """``config.yaml`` of a run made by the kit; RunError if absent, unreadable or not the kit's.
+
+    Runs written before engines were recorded are SB3 runs (``engine`` defaults to ``sb3``).
+    """
+    path = os.path.join(run_dir, CONFIG_FILE)
+    if not os.path.isfile(path):
+        raise RunError(
+            f"{run_dir} is not a retrokit run dir (no {CONFIG_FILE}); pass a run dir made by retrokit train"
+        )
+    try:
+        with open(path, encoding="utf-8") as fh:
+            config = yaml.safe_load(fh)
+    except (OSError, yaml.YAMLError) as exc:
+        raise RunError(
+            f"cannot read {path}: {str(exc).splitlines()[0]}; restore it or start a new run"
+        ) from None
+    if not isinstance(config, dict) or config.get("kind") != CONFIG_MARKER:
+        raise RunError(f"{path} was not written by retrokit train; pass a run dir made by the kit")
+    config.setdefault("engine", "sb3")
+    return config
+
+
+def find_run_dir(path: str) -> str | None:
+    """The run dir a model or checkpoint belongs to (``model.zip``, ``checkpoints/<x>``), or None."""
+    here = os.path.dirname(os.path.abspath(path))
+    for candidate in (here, os.path.dirname(here)):
+        if os.path.isfile(os.path.join(candidate, CONFIG_FILE)):
+            try:
+                load_config(candidate)
+            except RunError:
+                continue
+            return candidate
+    return None
+
+
+def resume_segment(run_dir: str) -> int:
+    """Number of the next resumed segment: 1 for the first resume, 2 for the second, ..."""
+    return 1 + len(glob.glob(os.path.join(run_dir, MONITOR_DIR, "resume-*")))
+
+
+def monitor_dir(run_dir: str, segment: int = 0) -> str:
+    """Where segment ``segment`` (0: the first run, k: the k-th resume) writes its monitor CSVs."""
+    base = os.path.join(run_dir, MONITOR_DIR)
+    return base if segment == 0 else os.path.join(base, f"resume-{segment}")

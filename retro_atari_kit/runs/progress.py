@@ -1,0 +1,108 @@
+"""The engine's progress table across resumes, and the logs of a run that died past its checkpoint.
+
+A resumed segment ``k`` logs to ``progress.part<k>.csv``; ``merge_progress`` folds the parts into
+``progress.csv`` (union of columns) when the segment ends, so readers see one table.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import os
+import re
+import shutil
+
+from retro_atari_kit.runs.files import atomic_write_text
+from retro_atari_kit.runs.layout import ORPHANED_PREFIX
+from retro_atari_kit.runs.monitor import monitor_files, split_monitor_csv
+
+PROGRESS_FILE = "progress.csv"
+STEPS_COLUMN = "time/total_timesteps"
+
+
+def progress_path(run_dir: str, segment: int = 0) -> str:
+    """``progress.csv`` for the first segment, ``progress.part<k>.csv`` for the k-th resume."""
+    return os.path.join(run_dir, PROGRESS_FILE if segment == 0 else f"progress.part{segment}.csv")
+
+
+def merge_progress(run_dir: str) -> None:
+    """Fold ``progress.part<k>.csv`` of resumed segments into ``progress.csv`` (union of columns)."""
+    parts = sorted(
+        glob.glob(os.path.join(run_dir, "progress.part*.csv")),
+        key=lambda p: int(re.search(r"part(\d+)", p).group(1)),
+    )
+    if not parts:
+        return
+    main = progress_path(run_dir)
+    rows: list[dict] = []
+    columns: list[str] = []
+    for path in [main, *parts]:
+        if not os.path.exists(path):
+            continue
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            columns.extend(c for c in reader.fieldnames or [] if c not in columns)
+            rows.extend(reader)
+
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(main, text.getvalue())
+    for path in parts:
+        os.remove(path)
+
+
+def _split_progress(path: str, steps: int) -> tuple[list[str], list[str]]:
+    """Lines of progress.csv: (header + rows up to ``steps``, rows past it)."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        lines = fh.readlines()
+    columns = next(csv.reader(lines[:1]), [])
+    if STEPS_COLUMN not in columns:
+        return lines, []
+    col = columns.index(STEPS_COLUMN)
+    kept, later = lines[:1], []
+    for line in lines[1:]:
+        try:
+            in_time = float(next(csv.reader([line]))[col]) <= steps
+        except (ValueError, IndexError, StopIteration):
+            in_time = True  # malformed lines are kept
+        (kept if in_time else later).append(line)
+    return kept, later
+
+
+def set_aside_orphaned_logs(run_dir: str, steps: int, saved_at: float) -> str | None:
+    """Move log rows written after the checkpoint a resume starts from into ``orphaned-<k>/``.
+
+    A run that died without saving (SIGKILL, power loss, OOM) logged games and updates past its last
+    checkpoint. The resumed model does not descend from them, so left in place they would double-count
+    that stretch in plots and progress.csv. Rows of ``progress.csv`` past ``steps`` and monitor games that
+    ended after ``saved_at`` (the checkpoint's write time) leave the live files; the untouched originals
+    are kept under ``orphaned-<k>/``. Returns a one-line summary, or None if nothing was logged after the
+    checkpoint (the usual case: Ctrl-C / SIGTERM save a checkpoint at the stop).
+    """
+    rewrites: dict[str, list[str]] = {}
+    dropped_games = dropped_rows = 0
+    for path in monitor_files(run_dir):
+        kept, later = split_monitor_csv(path, saved_at)
+        if later:
+            rewrites[path], dropped_games = kept, dropped_games + len(later)
+    progress = progress_path(run_dir)
+    if os.path.exists(progress):
+        kept, later = _split_progress(progress, steps)
+        if later:
+            rewrites[progress], dropped_rows = kept, len(later)
+    if not rewrites:
+        return None
+    k = 1 + len(glob.glob(os.path.join(run_dir, ORPHANED_PREFIX + "*")))
+    aside = os.path.join(run_dir, f"{ORPHANED_PREFIX}{k}")
+    for path, lines in rewrites.items():
+        backup = os.path.join(aside, os.path.relpath(path, run_dir))
+        os.makedirs(os.path.dirname(backup), exist_ok=True)
+        shutil.copy2(path, backup)
+        atomic_write_text(path, "".join(lines))
+    return (
+        f"the run had logged past its last checkpoint ({steps} steps): set aside {dropped_games} games "
+        f"and {dropped_rows} progress rows; originals in {aside}"
+    )
