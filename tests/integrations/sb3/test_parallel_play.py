@@ -119,6 +119,26 @@ def test_weights_reach_the_player(trained_pair):
     assert torch.equal(player, trained)  # and the player acts with the trainer's newest weights
 
 
+def test_qrdqn_plays_in_parallel_and_its_weights_reach_the_player():
+    sb3_contrib = pytest.importorskip("sb3_contrib")
+    preset = apply_overrides(
+        get_preset("qrdqn"), {"buffer_size": 1000, "learning_starts": 32, "batch_size": 8, "train_freq": 4}
+    )
+    play = make_play_env(PONG, n_envs=1, seed=0)
+    try:
+        model = parallel_play_class(sb3_contrib.QRDQN)(
+            env=play, seed=0, device="cpu", **to_sb3_kwargs(preset)
+        )
+        initial = _flat_state(model.quantile_net).clone()
+        model.learn(96)
+        player = play.player_weights()
+    finally:
+        play.close()
+    assert model.num_timesteps == 96 and model._n_updates == (96 - 32) // 4
+    trained = _flat_state(model.quantile_net)
+    assert not torch.equal(trained, initial) and torch.equal(player, trained)
+
+
 def test_options_and_env_are_checked():
     assert parse_options(True) == {"ahead": None, "weights_every": None}
     for bad in ({"ahaed": 1}, {"ahead": -1}, {"weights_every": 0}, "yes"):

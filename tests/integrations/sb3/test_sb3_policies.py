@@ -65,3 +65,21 @@ def test_a2c_and_ppo_train_with_it_and_save_load(pong, tmp_path):
         assert isinstance(loaded.policy.features_extractor, NatureCNN)
         frames = np.zeros((1, 4, 84, 84), dtype=np.uint8)
         assert loaded.predict(frames, deterministic=True)[0] == model.predict(frames, deterministic=True)[0]
+
+
+def test_kit_dqn_policy_gives_cnn_policy_q_values_from_uint8_frames(pong):
+    from retro_atari_kit.integrations.sb3 import KitDQNPolicy
+    from stable_baselines3 import DQN
+
+    kw = dict(buffer_size=100, device="cpu", policy_kwargs=cnn_policy_kwargs("nature"))
+    kit, sb3 = DQN(KitDQNPolicy, pong, **kw), DQN("CnnPolicy", pong, **kw)
+    sb3.policy.load_state_dict(kit.policy.state_dict())
+    frames = np.random.default_rng(1).integers(0, 256, (5, 4, 84, 84), dtype=np.uint8)
+    obs, _ = kit.policy.obs_to_tensor(frames)
+    for net in ("q_net", "q_net_target"):
+        seen: list[torch.dtype] = []
+        getattr(kit.policy, net).features_extractor.register_forward_pre_hook(
+            lambda mod, inp, seen=seen: seen.append(inp[0].dtype))
+        with torch.no_grad():
+            torch.testing.assert_close(getattr(kit.policy, net)(obs), getattr(sb3.policy, net)(obs))
+        assert seen == [torch.uint8]  # the frames reached the kit's extractor undivided
