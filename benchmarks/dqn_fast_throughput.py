@@ -64,7 +64,13 @@ def make_sb3(learning_starts: int):
     return DQN(env=venv, device="cpu", seed=0, **kw), venv
 
 
-def make_kit(steps: int, learning_starts: int, parallel: bool = False, policy: str | None = None):
+def make_kit(
+    steps: int,
+    learning_starts: int,
+    parallel: bool = False,
+    policy: str | None = None,
+    threads: int | None = None,
+):
     from stable_baselines3 import DQN
 
     kw = _kit_kwargs(steps, learning_starts, parallel, policy)
@@ -72,7 +78,8 @@ def make_kit(steps: int, learning_starts: int, parallel: bool = False, policy: s
         from retro_atari_kit.integrations.sb3.parallel_play import make_play_env, parallel_play_class
 
         venv = make_play_env("RetroKit/Pong-v0", n_envs=1, seed=0)
-        return parallel_play_class(DQN)(env=venv, device="cpu", seed=0, **kw), venv
+        cls = parallel_play_class(DQN, {"trainer_threads": threads})
+        return cls(env=venv, device="cpu", seed=0, **kw), venv
     from retro_atari_kit.integrations.sb3 import make_vec_env
 
     venv = make_vec_env("RetroKit/Pong-v0", n_envs=1, seed=0)
@@ -81,7 +88,8 @@ def make_kit(steps: int, learning_starts: int, parallel: bool = False, policy: s
 
 def contenders(steps_list: list[int], parallel_list: list[int]) -> dict:
     """name -> factory(learning_starts) -> (model, venv). ``-cnn``: SB3's CnnPolicy; ``-kp``: KitDQNPolicy;
-    ``par-steps<k>`` without a suffix is ``pong-dqn-fast`` as shipped (KitDQNPolicy) at train_freq k."""
+    ``par-steps<k>`` without a suffix is ``pong-dqn-fast`` as shipped (KitDQNPolicy) at train_freq k, with
+    the trainer on cores - 1 torch threads; ``-t2``: the trainer on 2 threads."""
     out = {"sb3": make_sb3, "kit": lambda ls: make_kit(1, ls)}
     for k in steps_list:
         out[f"kit-steps{k}"] = lambda ls, k=k: make_kit(k, ls)
@@ -89,6 +97,7 @@ def contenders(steps_list: list[int], parallel_list: list[int]) -> dict:
         out[f"kit-steps{k}-kp"] = lambda ls, k=k: make_kit(k, ls, policy=KIT_DQN_POLICY)
         out[f"par-steps{k}-cnn"] = lambda ls, k=k: make_kit(k, ls, parallel=True, policy="CnnPolicy")
         out[f"par-steps{k}"] = lambda ls, k=k: make_kit(k, ls, parallel=True)
+        out[f"par-steps{k}-t2"] = lambda ls, k=k: make_kit(k, ls, parallel=True, threads=2)
     return out
 
 

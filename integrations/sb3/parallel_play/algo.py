@@ -26,14 +26,16 @@ from stable_baselines3.common.type_aliases import RolloutReturn, TrainFrequencyU
 
 from .venv import PlayProcessVecEnv
 
-OPTION_KEYS = ("ahead", "weights_every")
+OPTION_KEYS = ("ahead", "weights_every", "trainer_threads")
 
 
 def parse_options(options: Mapping[str, Any] | bool | None) -> dict[str, int | None]:
     """Validate the ``parallel_play`` preset value: ``true`` or ``{ahead: int >= 0 | null, weights_every:
-    int >= 1 | null}``. ``ahead``: vector steps play may run ahead of the synchronous schedule (null: one
-    rollout, ``train_freq``). ``weights_every``: agent steps between weight refreshes (null: after every
-    round of updates). Raises ``ValueError`` naming the bad key or value."""
+    int >= 1 | null, trainer_threads: int >= 1 | null}``. ``ahead``: vector steps play may run ahead of the
+    synchronous schedule (null: one rollout, ``train_freq``). ``weights_every``: agent steps between weight
+    refreshes (null: after every round of updates). ``trainer_threads``: torch threads of the trainer
+    (null: leave one core to the player, see :func:`_trainer_threads`). Raises ``ValueError`` naming the
+    bad key or value."""
     if options is True or options is None:
         options = {}
     if not isinstance(options, Mapping):
@@ -44,7 +46,7 @@ def parse_options(options: Mapping[str, Any] | bool | None) -> dict[str, int | N
     if bad:
         raise ValueError(f"unknown parallel_play option {bad[0]!r}; use {', '.join(OPTION_KEYS)}")
     out: dict[str, int | None] = {}
-    for key, low in (("ahead", 0), ("weights_every", 1)):
+    for key, low in (("ahead", 0), ("weights_every", 1), ("trainer_threads", 1)):
         value = options.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             raise ValueError(f"parallel_play.{key} must be an int >= {low} or null, got {value!r}")
@@ -52,13 +54,16 @@ def parse_options(options: Mapping[str, Any] | bool | None) -> dict[str, int | N
     return out
 
 
-def _leave_a_core_to_the_player() -> None:
-    """Cap the trainer's torch threads at (cores - 1): the player keeps one core busy, and torch's OpenMP
-    threads wait for each other by spinning, so one thread more than the free cores makes every update
-    several times slower (on this 2-core VM under load: an update of batch 32 took 0.74 s with 2 threads,
-    0.07 s with 1; docs/performance.md)."""
+def _trainer_threads(threads: int | None) -> None:
+    """Set the trainer's torch threads: ``threads``, or by default at most (cores - 1), leaving a core to
+    the player. torch's OpenMP threads wait for each other by spinning, so more busy threads than cores
+    make updates several times slower (on this 2-core VM under load an update of batch 32 took 0.57 s
+    with 2 threads, 0.04 s with 1; docs/performance.md)."""
     import torch
 
+    if threads is not None:
+        torch.set_num_threads(threads)
+        return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if cores > 1 and torch.get_num_threads() >= cores:
         torch.set_num_threads(cores - 1)
@@ -67,7 +72,7 @@ def _leave_a_core_to_the_player() -> None:
 class ParallelPlayMixin:
     """Mixed in before DQN / QRDQN by :func:`parallel_play_class`; see the module docstring."""
 
-    play_options: dict[str, int | None] = {"ahead": None, "weights_every": None}
+    play_options: dict[str, int | None] = {"ahead": None, "weights_every": None, "trainer_threads": None}
 
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), "play_trace"]  # type: ignore[misc]
@@ -100,7 +105,7 @@ class ParallelPlayMixin:
             raise ValueError("parallel play needs train_freq in steps, not episodes")
         if getattr(self, "_vec_normalize_env", None) is not None:
             raise ValueError("parallel play does not support VecNormalize")
-        _leave_a_core_to_the_player()
+        _trainer_threads(self.play_options.get("trainer_threads"))
         if not hasattr(self, "play_trace"):
             # (consumed, produced) vector steps at every round of updates: how far play ran ahead
             self.play_trace: collections.deque = collections.deque(maxlen=100_000)

@@ -140,7 +140,7 @@ def test_qrdqn_plays_in_parallel_and_its_weights_reach_the_player():
 
 
 def test_options_and_env_are_checked():
-    assert parse_options(True) == {"ahead": None, "weights_every": None}
+    assert parse_options(True) == {"ahead": None, "weights_every": None, "trainer_threads": None}
     for bad in ({"ahaed": 1}, {"ahead": -1}, {"weights_every": 0}, "yes"):
         with pytest.raises(ValueError, match="parallel_play"):
             parse_options(bad)
