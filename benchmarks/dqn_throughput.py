@@ -64,8 +64,11 @@ def replay_bytes() -> dict[str, dict[int, int]]:
     obs, act = env.observation_space, env.action_space
     env.close()
     per_sb3 = 2 * int(np.prod(obs.shape)) + 8 + 3 * 4  # obs + next_obs + int64 action + reward/done/timeout
-    out: dict[str, dict[int, int]] = {"sb3 ReplayBuffer": {}, "sb3 optimize_memory_usage": {},
-                                      "kit CompactReplayBuffer": {}}
+    out: dict[str, dict[int, int]] = {
+        "sb3 ReplayBuffer": {},
+        "sb3 optimize_memory_usage": {},
+        "kit CompactReplayBuffer": {},
+    }
     for n in (100_000, 1_000_000):
         out["sb3 ReplayBuffer"][n] = n * per_sb3
         out["sb3 optimize_memory_usage"][n] = n * (per_sb3 - int(np.prod(obs.shape)))
@@ -106,12 +109,16 @@ def main() -> None:
             samples[name].append(sample_time(model))
             model.get_env().close()
             results[name].append(sps)
-            print(f"  repeat {r}: {name:4s} {sps:7.1f} steps/s, sample(32) {samples[name][-1] * 1e3:.2f} ms",
-                  flush=True)
+            print(
+                f"  repeat {r}: {name:4s} {sps:7.1f} steps/s, sample(32) {samples[name][-1] * 1e3:.2f} ms",
+                flush=True,
+            )
     med = {k: statistics.median(v) for k, v in results.items()}
     smp = {k: statistics.median(v) for k, v in samples.items()}
-    print(f"\nDQN Pong, 1 env, zoo hyperparameters (learning_starts={args.learning_starts}), median of "
-          f"{args.repeats}")
+    print(
+        f"\nDQN Pong, 1 env, zoo hyperparameters (learning_starts={args.learning_starts}), median of "
+        f"{args.repeats}"
+    )
     for k in med:
         print(f"  {k:4s} {med[k]:7.1f} steps/s   sample(32) {smp[k] * 1e3:.2f} ms")
     print(f"  kit / sb3 = {med['kit'] / med['sb3']:.2f}x steps/s")

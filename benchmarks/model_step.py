@@ -53,16 +53,20 @@ def main() -> None:
     args = p.parse_args()
     x = torch.randint(0, 256, (args.batch, 4, 84, 84), dtype=torch.uint8)
     variants = {k: v for k, v in VARIANTS.items() if not v[1] or native_bf16("cpu")}
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, batch {args.batch}, "
-          f"native bf16: {native_bf16('cpu')}")
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, batch {args.batch}, "
+        f"native bf16: {native_bf16('cpu')}"
+    )
     for cls in (NatureCNN, ImpalaCNN):
         times: dict[str, list[float]] = {k: [] for k in variants}
         for _ in range(args.repeats):
             for name, (channels_last, bf16) in variants.items():
                 times[name].append(step_time(cls, channels_last, bf16, x, args.steps))
         base = statistics.median(times["default"])
-        cells = [f"{k} {statistics.median(v) * 1e3:7.1f} ms ({base / statistics.median(v):.2f}x)"
-                 for k, v in times.items()]
+        cells = [
+            f"{k} {statistics.median(v) * 1e3:7.1f} ms ({base / statistics.median(v):.2f}x)"
+            for k, v in times.items()
+        ]
         print(f"{cls.__name__:10s} " + "  ".join(cells))
 
 

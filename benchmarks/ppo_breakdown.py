@@ -93,12 +93,17 @@ def main() -> None:
         parts = run.medians()
         total = parts["collect"] + parts["train"]
         steps_per_second = run.model.n_steps * run.model.n_envs / total
-        print(f"  {name:4s} {parts['policy']:7.3f} {parts['env']:7.3f} {parts['collect']:8.3f} "
-              f"{parts['train']:7.3f} {total:7.3f} {steps_per_second:8.1f}", flush=True)
+        print(
+            f"  {name:4s} {parts['policy']:7.3f} {parts['env']:7.3f} {parts['collect']:8.3f} "
+            f"{parts['train']:7.3f} {total:7.3f} {steps_per_second:8.1f}",
+            flush=True,
+        )
         run.venv.close()
     ratios = [runs["sb3"].seconds(i) / runs["kit"].seconds(i) for i in range(args.rollouts)]
-    print(f"  kit / sb3 = {statistics.median(ratios):.2f}x (median of per-turn ratios; "
-          f"range {min(ratios):.2f}-{max(ratios):.2f})")
+    print(
+        f"  kit / sb3 = {statistics.median(ratios):.2f}x (median of per-turn ratios; "
+        f"range {min(ratios):.2f}-{max(ratios):.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,11 @@ def make_sb3(network: str):
         from retro_atari_kit.integrations.sb3 import ImpalaCNN
 
         # linear heads as in SB3's own Nature CnnPolicy (SB3 adds tanh MLP heads for other extractors)
-        pk = dict(features_extractor_class=ImpalaCNN, features_extractor_kwargs=dict(channels_last=False),
-                  net_arch=[])
+        pk = dict(
+            features_extractor_class=ImpalaCNN,
+            features_extractor_kwargs=dict(channels_last=False),
+            net_arch=[],
+        )
     return PPO(env=venv, device="cpu", seed=0, policy_kwargs=pk, **_zoo_kwargs())
 
 

@@ -87,8 +87,9 @@ def _gym_atari_env() -> gym.Env:
 
     gym.register_envs(ale_py)
     env = gym.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.0)
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
-                                          terminal_on_life_loss=True, grayscale_obs=True)
+    env = gym.wrappers.AtariPreprocessing(
+        env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=True, grayscale_obs=True
+    )
     return gym.wrappers.FrameStackObservation(env, 4)
 
 
@@ -146,8 +147,9 @@ def _plain_retro_env() -> gym.Env:
     from retro_atari_kit.roms import ensure_rom
 
     ensure_rom("Pong-Atari2600")  # setup only: installs ale-py's ROM into stable-retro's data folder once
-    env = stable_retro.make("Pong-Atari2600-v0", render_mode=None,
-                            use_restricted_actions=stable_retro.Actions.DISCRETE)
+    env = stable_retro.make(
+        "Pong-Atari2600-v0", render_mode=None, use_restricted_actions=stable_retro.Actions.DISCRETE
+    )
     return ClipRewardEnv(WarpFrame(_StickyFrameSkip(env)))
 
 
@@ -180,8 +182,12 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="fewer steps, N in {1, 4}")
     parser.add_argument("--env-steps", type=int, default=8000, help="env steps per measurement (all N envs)")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="measurements per cell, interleaved across contenders; the median is reported")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="measurements per cell, interleaved across contenders; the median is reported",
+    )
     parser.add_argument("--skip-retro", action="store_true")
     args = parser.parse_args()
     sizes = [1, 4] if args.quick else [1, 2, 4, 8]
@@ -212,8 +218,11 @@ def main() -> None:
                 samples[name].append(measure(factory, n, max(env_steps // n, 100)))
         for name in atari:
             results[name, n] = float(np.median(samples[name]))
-            print(f"  N={n} {name:34s} {results[name, n]:8.0f}   "
-                  f"({', '.join(f'{x:.0f}' for x in samples[name])})", flush=True)
+            print(
+                f"  N={n} {name:34s} {results[name, n]:8.0f}   "
+                f"({', '.join(f'{x:.0f}' for x in samples[name])})",
+                flush=True,
+            )
 
     header = f"| contender | {' | '.join(f'N={n}' for n in sizes)} |"
     print("\n" + header + "\n|" + "---|" * (len(sizes) + 1))
@@ -221,10 +230,12 @@ def main() -> None:
         print(f"| {name} | " + " | ".join(f"{results[name, n]:,.0f}" for n in sizes) + " |")
     for n in sizes:
         kit_native = results["kit auto (native)", n]
-        print(f"N={n}: kit/SB3-Subproc {kit_native / results['SB3 SubprocVecEnv+VecFrameStack', n]:.2f}x, "
-              f"kit/raw AtariVectorEnv {kit_native / results['ale-py AtariVectorEnv (raw)', n]:.2f}x, "
-              f"kit subprocess/SB3-Subproc "
-              f"{results['kit subprocess', n] / results['SB3 SubprocVecEnv+VecFrameStack', n]:.2f}x")
+        print(
+            f"N={n}: kit/SB3-Subproc {kit_native / results['SB3 SubprocVecEnv+VecFrameStack', n]:.2f}x, "
+            f"kit/raw AtariVectorEnv {kit_native / results['ale-py AtariVectorEnv (raw)', n]:.2f}x, "
+            f"kit subprocess/SB3-Subproc "
+            f"{results['kit subprocess', n] / results['SB3 SubprocVecEnv+VecFrameStack', n]:.2f}x"
+        )
 
     if args.skip_retro:
         return
@@ -240,10 +251,15 @@ def main() -> None:
                 samples[name].append(measure(factory, n, max(env_steps // (2 * n), 100)))
         for name in retro:
             results[name, n] = float(np.median(samples[name]))
-            print(f"  N={n} {name:46s} {results[name, n]:8.0f}   "
-                  f"({', '.join(f'{x:.0f}' for x in samples[name])})", flush=True)
-        ratio = results["kit RetroKit/Pong-Atari2600-v0", n] / results[
-            "SB3 SubprocVecEnv+VecFrameStack (plain retro)", n]
+            print(
+                f"  N={n} {name:46s} {results[name, n]:8.0f}   "
+                f"({', '.join(f'{x:.0f}' for x in samples[name])})",
+                flush=True,
+            )
+        ratio = (
+            results["kit RetroKit/Pong-Atari2600-v0", n]
+            / results["SB3 SubprocVecEnv+VecFrameStack (plain retro)", n]
+        )
         print(f"N={n}: kit/SB3-Subproc {ratio:.2f}x")
 
 

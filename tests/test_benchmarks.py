@@ -24,7 +24,8 @@ def test_every_benchmark_is_listed_in_the_performance_docs():
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_benchmark_help(script):
-    proc = subprocess.run([sys.executable, script, "--help"], cwd=BENCHMARKS, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, script, "--help"], cwd=BENCHMARKS, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("usage: ")

@@ -31,7 +31,8 @@ def test_examples_run(page: Path, tmp_path: Path):
     (tmp_path / "roms").mkdir()  # for `import_roms("~/roms")`
     (tmp_path / "example.py").write_text(script)
     env = {**os.environ, "HOME": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     failure = f"{page.name} examples failed:\n{script}\n--- stderr ---\n{proc.stderr[-3000:]}"
     assert proc.returncode == 0, failure

@@ -7,6 +7,7 @@ from typing import Any
 import gymnasium as gym
 
 from retro_atari_kit.catalog import SCORE_CROP_BOXES, ale_game
+from retro_atari_kit.envs._render import check_render_mode, stack_metadata
 from retro_atari_kit.envs._validate import (
     check_bool,
     check_choice,
@@ -65,7 +66,7 @@ def validate_ale_kwargs(game: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     cfg["sticky_actions"] = check_probability("sticky_actions", cfg["sticky_actions"])
     check_bool("full_action_space", cfg["full_action_space"])
     check_optional_int("max_episode_steps", cfg["max_episode_steps"], 1)
-    check_choice("render_mode", cfg["render_mode"], [None, "rgb_array"])
+    check_render_mode(env_id, cfg["render_mode"])
     return cfg
 
 
@@ -74,7 +75,8 @@ def make_ale_env(game: str, **kwargs: Any) -> gym.Env:
 
     Order, innermost first: ALE (frameskip 1, 108k-frame cap) -> no-op reset -> max-and-skip ->
     time limit (``max_episode_steps`` agent steps, if set) -> true-score statistics -> episodic life ->
-    fire reset -> warp -> reward clip -> frame stack.
+    fire reset -> warp -> reward clip -> frame stack. ``render_mode``: None or ``"rgb_array"`` (the
+    metadata declares only that; see :mod:`retro_atari_kit.envs._render`).
     """
     from ale_py import AtariEnv
 
@@ -102,4 +104,5 @@ def make_ale_env(game: str, **kwargs: Any) -> gym.Env:
     if cfg["clip_reward"]:
         env = ClipReward(env)
     env = FrameStack(env, k=cfg["frame_stack"])
+    env.metadata = stack_metadata(env.metadata, cfg["frame_skip"])  # declare only the modes that work
     return env

@@ -1,8 +1,9 @@
 """The stable-retro backend: builds the baselines-retro-style stack around one stable-retro ``RetroEnv``.
 
-stable-retro can hold only one emulator per process. This module tracks the emulator it created; making a
-second env while the first is open raises :class:`EmulatorInUseError` (close the first, or run several
-envs in subprocesses with ``gym.make_vec``). The only module-level state is that guard.
+stable-retro can hold only one emulator per process. This module tracks the emulator it created in this
+process; while that one is open, a further env is hosted in a worker process behind the same ``gym.Env``
+interface (:class:`retro_atari_kit.envs.retro_worker.RetroWorkerEnv`), so any number of envs can be made
+in one process. The only module-level state is that tracking.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import gymnasium as gym
 
 from retro_atari_kit.catalog.ale import SCORE_CROP_BOXES
 from retro_atari_kit.catalog.retro import RetroGame, retro_game, system_buttons
+from retro_atari_kit.envs._render import check_render_mode, stack_metadata
 from retro_atari_kit.envs._validate import (
     check_bool,
     check_choice,
@@ -58,21 +60,7 @@ DEFAULTS: dict[str, Any] = {
 RETRO_SCORE_CROP_BOXES = {f"{name}-Atari2600": box for name, box in SCORE_CROP_BOXES.items()}
 
 
-class EmulatorInUseError(RuntimeError):
-    """A second stable-retro emulator was requested in a process that already has one."""
-
-
 _live_env: weakref.ref | None = None  # the RetroEnv this process holds, if any
-_live_id: str = ""
-
-
-def _emulator_error(env_id: str, other: str) -> EmulatorInUseError:
-    held = f" ({other} is still open)" if other else ""
-    return EmulatorInUseError(
-        f"{env_id}: stable-retro allows one emulator per process{held}. Close the other env (env.close()) "
-        f"first, or run several envs in subprocesses: gym.make_vec({env_id!r}, num_envs=N) or "
-        f"retro_atari_kit.integrations.sb3.make_vec_env({env_id!r}, n_envs=N)."
-    )
 
 
 def _emulator_alive() -> bool:
@@ -80,11 +68,10 @@ def _emulator_alive() -> bool:
     return env is not None and hasattr(env, "em")
 
 
-def _claim_emulator(env_id: str) -> None:
+def _emulator_free() -> bool:
     if _emulator_alive():
         gc.collect()  # an env dropped without close() is freed here, as stable-retro itself does
-    if _emulator_alive():
-        raise _emulator_error(env_id, _live_id)
+    return not _emulator_alive()
 
 
 def validate_retro_kwargs(game: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -102,7 +89,7 @@ def validate_retro_kwargs(game: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     check_int("screen_size", cfg["screen_size"], 8)
     check_bool("grayscale", cfg["grayscale"])
     cfg["crop_score"] = resolve_crop(cfg["crop_score"], game, RETRO_SCORE_CROP_BOXES, env_id)
-    check_choice("render_mode", cfg["render_mode"], [None, "rgb_array"])
+    check_render_mode(env_id, cfg["render_mode"])
     action_set = cfg["action_set"]
     if isinstance(action_set, str):
         check_choice("action_set", action_set, ["discrete", *ACTION_SETS])
@@ -136,16 +123,17 @@ def make_retro_env(game: str, **kwargs: Any) -> gym.Env:
     discrete actions, a named combo set or user combos) -> stochastic frame skip -> time limit
     (``max_episode_steps`` agent steps, default 4500) -> true-score statistics -> warp -> reward clip ->
     frame stack. See docs/retro.md. Installs ale-py's matching Atari 2600 ROM on first use; raises
-    :class:`retro_atari_kit.roms.RomNotFoundError` when the ROM is missing and
-    :class:`EmulatorInUseError` when this process already has an emulator.
+    :class:`retro_atari_kit.roms.RomNotFoundError` when the ROM is missing. When this process already
+    has an emulator, the same stack is built in a worker process (:class:`RetroWorkerEnv`).
     """
-    global _live_env, _live_id
+    global _live_env
     from retro_atari_kit.roms import ensure_rom
 
     info: RetroGame = retro_game(game)
-    cfg = validate_retro_kwargs(game, kwargs)
-    _claim_emulator(info.env_id)
+    cfg = validate_retro_kwargs(game, kwargs)  # bad kwargs and missing ROMs raise here, in this process
     ensure_rom(info)
+    if not _emulator_free():
+        return _in_worker(game, kwargs, info.env_id)
 
     import stable_retro
 
@@ -165,10 +153,10 @@ def make_retro_env(game: str, **kwargs: Any) -> gym.Env:
             render_mode=cfg["render_mode"],
         )
     except RuntimeError as exc:
-        if "multiple emulator" in str(exc):
-            raise _emulator_error(info.env_id, "an emulator created outside retro-atari-kit") from None
+        if "multiple emulator" in str(exc):  # an emulator created outside retro-atari-kit holds the process
+            return _in_worker(game, kwargs, info.env_id)
         raise
-    _live_env, _live_id = weakref.ref(retro_env), info.env_id
+    _live_env = weakref.ref(retro_env)
 
     try:
         env: gym.Env = retro_env
@@ -182,7 +170,14 @@ def make_retro_env(game: str, **kwargs: Any) -> gym.Env:
         if cfg["clip_reward"]:
             env = ClipReward(env)
         env = FrameStack(env, k=cfg["frame_stack"])
+        env.metadata = stack_metadata(env.metadata, cfg["frame_skip"])  # declare only the modes that work
     except BaseException:
         retro_env.close()
         raise
     return env
+
+
+def _in_worker(game: str, kwargs: dict[str, Any], env_id: str) -> gym.Env:
+    from retro_atari_kit.envs.retro_worker import RetroWorkerEnv
+
+    return RetroWorkerEnv(game, kwargs, env_id)

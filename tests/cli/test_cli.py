@@ -13,9 +13,9 @@ import zipfile
 
 import pytest
 import yaml
-from retro_atari_kit.runs import checkpoint_path, list_checkpoints, read_monitor_csvs
 
 from retro_atari_kit.cli import main
+from retro_atari_kit.runs import checkpoint_path, list_checkpoints, read_monitor_csvs
 
 ENV = "RetroKit/Pong-v0"
 TINY = ["--n-envs", "2", "--set", "n_steps=32", "--set", "batch_size=64", "--checkpoint-every", "64"]
@@ -56,8 +56,26 @@ def test_train_writes_the_run_layout(trained_run, capsys):
 
 def test_train_prints_config_and_memory_estimate(tmp_path, capsys):
     run = str(tmp_path / "r")
-    assert main(["train", "a2c", ENV, "--timesteps", "40", "--run-dir", run, "--n-envs", "2",
-                 "--checkpoint-every", "0", "--network", "impala"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "a2c",
+                ENV,
+                "--timesteps",
+                "40",
+                "--run-dir",
+                run,
+                "--n-envs",
+                "2",
+                "--checkpoint-every",
+                "0",
+                "--network",
+                "impala",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "algo: a2c" in out and "network: impala" in out
     assert "estimated RAM" in out and "available" in out
@@ -160,14 +178,23 @@ def _fails(argv: list[str], capsys, *needles: str) -> None:
         (["train", "ppo", ENV, "--set", "n_step=5"], ["unknown hyperparameter 'n_step'", "n_steps"]),
         (["train", "ppo", ENV, "--set", "n_steps"], ["malformed --set", "key=value"]),
         (["train", "ppo", ENV, "--set", "policy_kwargs.net_arch=foo"], ["cannot build ppo", "--set"]),
-        (["train", "ppo", ENV, "--set", "learning_rate=abc"], ["learning_rate", "cannot read schedule 'abc'"]),
+        (
+            ["train", "ppo", ENV, "--set", "learning_rate=abc"],
+            ["learning_rate", "cannot read schedule 'abc'"],
+        ),
         (["train", "ppo", ENV, "--set", "gamma=abc"], ["gamma", "float"]),
         (["train", "ppo", ENV, "--set", "n_epochs=abc"], ["n_epochs", "int"]),
         (["train", "ppo", ENV, "--set", "ent_coef=[1]"], ["ent_coef", "float"]),
         (["train", "ppo", ENV, "--set", "normalize=true"], ["normalize", "not used"]),
         (["train", "ppo", ENV, "--set", "env_wrapper=x"], ["env_wrapper", "--env-kwarg"]),
-        (["train", "ppo", ENV, "--backend", "warp", "--run-dir", "runs/x"], ["unknown backend 'warp'", "native"]),
-        (["train", "ppo", "RetroKit/Pong-Atari2600-v0", "--backend", "native"], ["--backend native", "subprocess"]),
+        (
+            ["train", "ppo", ENV, "--backend", "warp", "--run-dir", "runs/x"],
+            ["unknown backend 'warp'", "native"],
+        ),
+        (
+            ["train", "ppo", "RetroKit/Pong-Atari2600-v0", "--backend", "native"],
+            ["--backend native", "subprocess"],
+        ),
         (["train", "ppo", ENV, "--engine", "tf"], ["invalid choice: 'tf'"]),
         (["train", "ppo", ENV, "--timesteps", "lots"], ["--timesteps", "2e6"]),
         (["train", "ppo", ENV, "--env-kwarg", "frame_skipp=3"], ["frame_skipp"]),
@@ -204,8 +231,19 @@ def test_unreadable_checkpoint_is_refused(tmp_path, capsys):
 
 def test_sigint_saves_checkpoint_and_resume_continues(tmp_path):
     run = str(tmp_path / "r")
-    cmd = [sys.executable, "-m", "retro_atari_kit.cli", "train", "ppo", ENV, "--timesteps", "1e6",
-           "--run-dir", run, *TINY]
+    cmd = [
+        sys.executable,
+        "-m",
+        "retro_atari_kit.cli",
+        "train",
+        "ppo",
+        ENV,
+        "--timesteps",
+        "1e6",
+        "--run-dir",
+        run,
+        *TINY,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = os.path.join(run, "checkpoints", "model_64_steps.zip")
@@ -273,9 +311,24 @@ def test_resume_after_a_hard_kill_sets_aside_logs_past_the_checkpoint(trained_ru
 
 def test_dqn_resume_restores_replay_buffer(tmp_path, capsys):
     run = str(tmp_path / "dqn")
-    argv = ["train", "dqn", ENV, "--timesteps", "200", "--run-dir", run, "--n-envs", "2", "--set",
-            "buffer_size=1000", "--set", "learning_starts=50", "--checkpoint-every", "100",
-            "--save-replay-buffer"]
+    argv = [
+        "train",
+        "dqn",
+        ENV,
+        "--timesteps",
+        "200",
+        "--run-dir",
+        run,
+        "--n-envs",
+        "2",
+        "--set",
+        "buffer_size=1000",
+        "--set",
+        "learning_starts=50",
+        "--checkpoint-every",
+        "100",
+        "--save-replay-buffer",
+    ]
     assert main(argv) == 0
     assert os.path.exists(os.path.join(run, "checkpoints", "replay_buffer.pkl"))
     capsys.readouterr()
@@ -290,8 +343,13 @@ def test_dqn_resume_restores_replay_buffer(tmp_path, capsys):
 
 def test_memory_estimate_refuses_oversized_replay_buffer(tmp_path, capsys):
     run = tmp_path / "big"
-    _fails(["train", "dqn", ENV, "--set", "buffer_size=100000000", "--run-dir", str(run)], capsys,
-           "RAM", "buffer_size", "--force")
+    _fails(
+        ["train", "dqn", ENV, "--set", "buffer_size=100000000", "--run-dir", str(run)],
+        capsys,
+        "RAM",
+        "buffer_size",
+        "--force",
+    )
     assert not run.exists()
 
 
@@ -309,8 +367,10 @@ def test_resume_refuses_a_run_that_is_still_training(trained_run, capsys):
 
 
 def test_cli_module_does_not_import_sb3():
-    code = ("import sys, retro_atari_kit.cli as c; c.build_parser(); "
-            "assert 'stable_baselines3' not in sys.modules and 'torch' not in sys.modules")
+    code = (
+        "import sys, retro_atari_kit.cli as c; c.build_parser(); "
+        "assert 'stable_baselines3' not in sys.modules and 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -320,7 +380,12 @@ def test_device_cuda_without_cuda_is_refused(tmp_path, capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     run = tmp_path / "r"
-    _fails(["train", "ppo", ENV, "--device", "cuda", "--run-dir", str(run)], capsys, "--device cuda", "--device auto")
+    _fails(
+        ["train", "ppo", ENV, "--device", "cuda", "--run-dir", str(run)],
+        capsys,
+        "--device cuda",
+        "--device auto",
+    )
     assert not run.exists()
 
 
@@ -332,7 +397,12 @@ def test_final_model_is_stored_once(trained_run):
 
 def test_resume_below_the_trained_steps_is_refused(trained_run, capsys):
     config = open(os.path.join(trained_run, "config.yaml")).read()
-    _fails(["train", "--resume", trained_run, "--timesteps", "100"], capsys, "below the 256 steps", "larger total")
+    _fails(
+        ["train", "--resume", trained_run, "--timesteps", "100"],
+        capsys,
+        "below the 256 steps",
+        "larger total",
+    )
     assert open(os.path.join(trained_run, "config.yaml")).read() == config
 
 
@@ -355,7 +425,12 @@ def test_force_refuses_a_run_dir_being_trained(trained_run, tmp_path, capsys):
     try:
         with open(os.path.join(run, ".train.pid"), "w") as fh:
             fh.write(str(sleeper.pid))
-        _fails(["train", "ppo", ENV, "--run-dir", run, "--force", *TINY], capsys, "--force refuses", str(sleeper.pid))
+        _fails(
+            ["train", "ppo", ENV, "--run-dir", run, "--force", *TINY],
+            capsys,
+            "--force refuses",
+            str(sleeper.pid),
+        )
         assert os.path.exists(os.path.join(run, "model.zip"))
     finally:
         sleeper.kill()

@@ -15,8 +15,10 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 import pytest
+
 AtariWrapper = pytest.importorskip(
-    "stable_baselines3.common.atari_wrappers", reason="the oracle is SB3's AtariWrapper: pip install stable-baselines3"
+    "stable_baselines3.common.atari_wrappers",
+    reason="the oracle is SB3's AtariWrapper: pip install stable-baselines3",
 ).AtariWrapper
 
 gym.register_envs(ale_py)

@@ -76,8 +76,11 @@ def test_orthogonal_init_with_gain_sqrt2_and_zero_bias():
     m = NatureCNN(channels_last=False)
     w = m.fc[0].weight.detach()  # (512, 3136): rows orthogonal with norm sqrt(2)
     torch.testing.assert_close(w @ w.T, 2 * torch.eye(512), atol=1e-4, rtol=0)
-    assert all(float(mod.bias.detach().abs().max()) == 0.0 for mod in m.modules()
-               if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)))
+    assert all(
+        float(mod.bias.detach().abs().max()) == 0.0
+        for mod in m.modules()
+        if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear))
+    )
     assert math.isclose(2.0, float((w @ w.T).diagonal().mean()), rel_tol=1e-4)
 
 

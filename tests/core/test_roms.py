@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from retro_atari_kit.catalog.retro import retro_data_dir, retro_game, retro_games
+from retro_atari_kit.catalog.retro import retro_data_dir, retro_games
 from retro_atari_kit.envs.retro import make_retro_env
 from retro_atari_kit.roms import (
     RomNotFoundError,

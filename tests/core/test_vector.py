@@ -94,8 +94,13 @@ def test_backend_equals_gym_make_breakout(backend):
 @pytest.mark.parametrize("backend", ["native", "subprocess"])
 def test_backend_equals_gym_make_pong_truncation_and_options(backend):
     """Time limit truncation, no clipping, no episodic life, frame_stack=2, one env."""
-    kwargs = {"noop_max": 0, "max_episode_steps": 60, "clip_reward": False, "frame_stack": 2,
-              "terminal_on_life_loss": False}
+    kwargs = {
+        "noop_max": 0,
+        "max_episode_steps": 60,
+        "clip_reward": False,
+        "frame_stack": 2,
+        "terminal_on_life_loss": False,
+    }
     actions = np.random.default_rng(1).integers(0, 6, size=(130, 1))
     first, steps = reference_run("RetroKit/Pong-v0", 1, 7, actions, **kwargs)
     venv = gym.make_vec("RetroKit/Pong-v0", num_envs=1, backend=backend, **kwargs)
@@ -192,8 +197,13 @@ def test_bad_arguments_raise_clear_errors():
 
 
 def test_vectorization_mode_alias_and_rgb_render_fallback():
-    venv = gym.make_vec("RetroKit/Pong-v0", num_envs=1, vectorization_mode="vector_entry_point",
-                        backend="inprocess", render_mode="rgb_array")
+    venv = gym.make_vec(
+        "RetroKit/Pong-v0",
+        num_envs=1,
+        vectorization_mode="vector_entry_point",
+        backend="inprocess",
+        render_mode="rgb_array",
+    )
     try:
         venv.reset(seed=0)
         frames = venv.render()

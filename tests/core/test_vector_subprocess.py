@@ -77,7 +77,8 @@ def test_ctrl_c_in_main_process_shuts_workers_down(tmp_path):
     """Ctrl-C during a call closes the env at once; Ctrl-C between calls (the script's own loop) leaves it to
     the interpreter's exit. Either way no worker survives. The script reports where the interrupt landed."""
     script = tmp_path / "run.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import faulthandler
         import signal
         import sys
@@ -87,6 +88,8 @@ def test_ctrl_c_in_main_process_shuts_workers_down(tmp_path):
         import retro_atari_kit  # noqa: F401
 
         if __name__ == "__main__":
+            # started from a background job, we inherit an ignored SIGINT: Ctrl-C must raise here regardless
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             faulthandler.register(signal.SIGUSR1)  # the test dumps our stacks if we hang
             venv = gym.make_vec("RetroKit/Pong-v0", num_envs=2, backend="subprocess")
             venv.reset(seed=0)
@@ -100,9 +103,11 @@ def test_ctrl_c_in_main_process_shuts_workers_down(tmp_path):
                 in_call = any("retro_atari_kit" in name for name in frames)
                 print("interrupted", "in-call" if in_call else "between-calls", venv.closed, flush=True)
                 sys.exit(3)
-    """))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    """)
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         pids = [int(p) for p in proc.stdout.readline().split()]
         time.sleep(0.5)
@@ -132,12 +137,14 @@ def test_ctrl_c_in_main_process_shuts_workers_down(tmp_path):
 def test_script_without_main_guard_gets_a_hint(tmp_path):
     """forkserver workers re-import an unguarded script and die while starting: the error says why."""
     script = tmp_path / "unguarded.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import gymnasium as gym
         import retro_atari_kit  # noqa: F401
 
         venv = gym.make_vec("RetroKit/Pong-v0", num_envs=2, backend="subprocess")
-    """))
+    """)
+    )
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]

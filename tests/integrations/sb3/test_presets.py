@@ -132,6 +132,7 @@ def test_every_preset_builds_a_model(algo, cls, name):
 
 def test_presets_feed_the_training_cli_resolution():
     from retro_atari_kit.integrations.sb3.training import algo_kwargs, resolve_config
+
     from retro_atari_kit.runs import TrainSpec
 
     cfg = resolve_config(TrainSpec(algo="dqn", env_id="RetroKit/Pong-v0", preset="pong-dqn"))

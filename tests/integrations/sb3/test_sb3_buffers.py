@@ -15,10 +15,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 def _venv(n_envs: int, max_episode_steps: int = 24) -> DummyVecEnv:
     # Breakout loses lives quickly under random play (terminations: episodic life); the time limit adds
     # truncations
-    return DummyVecEnv([
-        lambda: gym.make("RetroKit/Breakout-v0", max_episode_steps=max_episode_steps)
-        for _ in range(n_envs)
-    ])
+    return DummyVecEnv(
+        [lambda: gym.make("RetroKit/Breakout-v0", max_episode_steps=max_episode_steps) for _ in range(n_envs)]
+    )
 
 
 def _fill(buffers, venv: DummyVecEnv, steps: int, seed: int = 0) -> dict[str, int]:
@@ -57,8 +56,9 @@ def _assert_same(compact: CompactReplayBuffer, plain: ReplayBuffer, inds: np.nda
 def test_samples_equal_sb3_replay_buffer(n_envs):
     venv = _venv(n_envs)
     size = 60 * n_envs  # 60 slots per env: the 150 steps below wrap around twice
-    kw = dict(observation_space=venv.observation_space, action_space=venv.action_space, device="cpu",
-              n_envs=n_envs)
+    kw = dict(
+        observation_space=venv.observation_space, action_space=venv.action_space, device="cpu", n_envs=n_envs
+    )
     compact = CompactReplayBuffer(size, **kw)
     plain = ReplayBuffer(size, **kw)
     counts = _fill([compact, plain], venv, 150, seed=1)  # seed 1: both kinds of episode end
@@ -82,8 +82,9 @@ def test_samples_equal_sb3_replay_buffer(n_envs):
 
 def test_sample_before_wrap_and_newest_transition():
     venv = _venv(2)
-    kw = dict(observation_space=venv.observation_space, action_space=venv.action_space, device="cpu",
-              n_envs=2)
+    kw = dict(
+        observation_space=venv.observation_space, action_space=venv.action_space, device="cpu", n_envs=2
+    )
     compact, plain = CompactReplayBuffer(400, **kw), ReplayBuffer(400, **kw)
     _fill([compact, plain], venv, 57, seed=5)
     venv.close()
@@ -121,8 +122,18 @@ def test_memory_one_million_pong_transitions():
 
 def test_dqn_trains_with_compact_buffer_and_stores_uint8():
     venv = _venv(2, max_episode_steps=40)
-    model = DQN("CnnPolicy", venv, buffer_size=400, learning_starts=50, batch_size=16, train_freq=4,
-                target_update_interval=100, replay_buffer_class=CompactReplayBuffer, device="cpu", seed=0)
+    model = DQN(
+        "CnnPolicy",
+        venv,
+        buffer_size=400,
+        learning_starts=50,
+        batch_size=16,
+        train_freq=4,
+        target_update_interval=100,
+        replay_buffer_class=CompactReplayBuffer,
+        device="cpu",
+        seed=0,
+    )
     model.learn(200)
     rb = model.replay_buffer
     assert isinstance(rb, CompactReplayBuffer) and rb.frames.dtype == np.uint8

@@ -29,11 +29,18 @@ def _first_conv(model) -> torch.nn.Conv2d:
 @pytest.mark.parametrize("extractor", [NatureCNN, ImpalaCNN])
 @pytest.mark.parametrize("normalize_images", [True, False])
 def test_first_conv_sees_unit_range_exactly_once(pong, policy, extractor, normalize_images):
-    model = PPO(policy, pong, n_steps=16, batch_size=16, device="cpu",
-                policy_kwargs=dict(features_extractor_class=extractor, normalize_images=normalize_images))
+    model = PPO(
+        policy,
+        pong,
+        n_steps=16,
+        batch_size=16,
+        device="cpu",
+        policy_kwargs=dict(features_extractor_class=extractor, normalize_images=normalize_images),
+    )
     seen: list[tuple[float, torch.dtype]] = []
     hook = _first_conv(model).register_forward_pre_hook(
-        lambda mod, inp: seen.append((inp[0].max().item(), inp[0].dtype)))
+        lambda mod, inp: seen.append((inp[0].max().item(), inp[0].dtype))
+    )
     white = np.full((1, 4, 84, 84), 255, dtype=np.uint8)
     model.policy.predict(white)
     obs_t, _ = model.policy.obs_to_tensor(white)
@@ -54,8 +61,15 @@ def test_float_observation_space_is_never_divided():
 
 
 def test_observations_reach_the_device_as_uint8_and_rollouts_store_uint8(pong):
-    model = PPO("CnnPolicy", pong, n_steps=16, batch_size=16, n_epochs=1, device="cpu",
-                policy_kwargs=dict(features_extractor_class=NatureCNN))
+    model = PPO(
+        "CnnPolicy",
+        pong,
+        n_steps=16,
+        batch_size=16,
+        n_epochs=1,
+        device="cpu",
+        policy_kwargs=dict(features_extractor_class=NatureCNN),
+    )
     dtypes = []
     original = model.policy.extract_features
 
@@ -74,24 +88,34 @@ def test_observations_reach_the_device_as_uint8_and_rollouts_store_uint8(pong):
     [
         (PPO, dict(n_steps=32, batch_size=64, n_epochs=1)),
         (A2C, dict(n_steps=8)),
-        (DQN, dict(buffer_size=500, learning_starts=64, batch_size=16, train_freq=4,
-                   target_update_interval=100)),
+        (
+            DQN,
+            dict(
+                buffer_size=500, learning_starts=64, batch_size=16, train_freq=4, target_update_interval=100
+            ),
+        ),
     ],
 )
 @pytest.mark.parametrize("extractor, ext_kwargs", [(NatureCNN, {}), (ImpalaCNN, SMALL_IMPALA)])
 def test_extractors_train_on_pong(algo, kwargs, extractor, ext_kwargs):
     venv = make_vec_env(ENV, n_envs=2, seed=0)
     try:
-        model = algo("CnnPolicy", venv, device="cpu", seed=0, **kwargs,
-                     policy_kwargs=dict(features_extractor_class=extractor,
-                                        features_extractor_kwargs=ext_kwargs))
+        model = algo(
+            "CnnPolicy",
+            venv,
+            device="cpu",
+            seed=0,
+            **kwargs,
+            policy_kwargs=dict(features_extractor_class=extractor, features_extractor_kwargs=ext_kwargs),
+        )
         before = [p.detach().clone() for p in model.policy.parameters()]
         model.learn(256)
         assert model.num_timesteps >= 256
         changed = any(not torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
         assert changed  # gradient steps happened
-        assert isinstance(model.policy.features_extractor if algo is not DQN
-                          else model.q_net.features_extractor, extractor)
+        assert isinstance(
+            model.policy.features_extractor if algo is not DQN else model.q_net.features_extractor, extractor
+        )
     finally:
         venv.close()
 
@@ -101,9 +125,17 @@ def test_qrdqn_from_sb3_contrib():
 
     venv = make_vec_env(ENV, n_envs=1, seed=0)
     try:
-        model = QRDQN("CnnPolicy", venv, buffer_size=300, learning_starts=64, batch_size=16, device="cpu",
-                      policy_kwargs=dict(features_extractor_class=ImpalaCNN,
-                                         features_extractor_kwargs=SMALL_IMPALA, n_quantiles=8))
+        model = QRDQN(
+            "CnnPolicy",
+            venv,
+            buffer_size=300,
+            learning_starts=64,
+            batch_size=16,
+            device="cpu",
+            policy_kwargs=dict(
+                features_extractor_class=ImpalaCNN, features_extractor_kwargs=SMALL_IMPALA, n_quantiles=8
+            ),
+        )
         model.learn(128)
         assert model.num_timesteps >= 128 and model._n_updates > 0
     finally:
@@ -113,9 +145,16 @@ def test_qrdqn_from_sb3_contrib():
 def test_ppo_on_a_retro_game():
     venv = make_vec_env("RetroKit/Airstriker-Genesis-v0", n_envs=1, seed=0)
     try:
-        model = PPO("CnnPolicy", venv, n_steps=64, batch_size=32, n_epochs=1, device="cpu", seed=0,
-                    policy_kwargs=dict(features_extractor_class=ImpalaCNN,
-                                       features_extractor_kwargs=SMALL_IMPALA))
+        model = PPO(
+            "CnnPolicy",
+            venv,
+            n_steps=64,
+            batch_size=32,
+            n_epochs=1,
+            device="cpu",
+            seed=0,
+            policy_kwargs=dict(features_extractor_class=ImpalaCNN, features_extractor_kwargs=SMALL_IMPALA),
+        )
         model.learn(192)
         assert model.num_timesteps >= 192
         assert model.rollout_buffer.observations.dtype == np.uint8
@@ -124,9 +163,15 @@ def test_ppo_on_a_retro_game():
 
 
 def test_model_saves_and_loads(tmp_path, pong):
-    model = PPO("CnnPolicy", pong, n_steps=16, batch_size=16, n_epochs=1, device="cpu",
-                policy_kwargs=dict(features_extractor_class=ImpalaCNN,
-                                       features_extractor_kwargs=SMALL_IMPALA))
+    model = PPO(
+        "CnnPolicy",
+        pong,
+        n_steps=16,
+        batch_size=16,
+        n_epochs=1,
+        device="cpu",
+        policy_kwargs=dict(features_extractor_class=ImpalaCNN, features_extractor_kwargs=SMALL_IMPALA),
+    )
     model.learn(16)
     model.save(tmp_path / "m.zip")
     loaded = PPO.load(tmp_path / "m.zip", device="cpu")
@@ -200,8 +245,11 @@ def test_kit_policies_have_linear_heads_like_sb3_cnn_policy(pong, algo):
     cls = {"ppo": PPO, "a2c": A2C, "dqn": DQN}[algo]
     small = dict(buffer_size=100) if algo == "dqn" else {}
     sb3_own = cls("CnnPolicy", pong, device="cpu", **small)
-    kw = {k: v for k, v in to_sb3_kwargs(get_preset(algo), network="nature").items()
-          if k in ("policy", "policy_kwargs")}
+    kw = {
+        k: v
+        for k, v in to_sb3_kwargs(get_preset(algo), network="nature").items()
+        if k in ("policy", "policy_kwargs")
+    }
     from_preset = cls(env=pong, device="cpu", **kw, **small)
     direct = cls("CnnPolicy", pong, device="cpu", policy_kwargs=cnn_policy_kwargs("nature"), **small)
     assert any(type(m) is NatureCNN for m in from_preset.policy.modules())

@@ -39,8 +39,9 @@ def test_sb3_step_conventions_true_scores_and_monitor_csv(tmp_path):
     """Breakout: life losses are dones without "episode"; game ends carry the true score; the CSV agrees."""
     monitor_dir = tmp_path / "monitor"
     kwargs = {"noop_max": 0}
-    venv = make_vec_env("RetroKit/Breakout-v0", n_envs=1, seed=4, backend="native",
-                        monitor_dir=str(monitor_dir), **kwargs)
+    venv = make_vec_env(
+        "RetroKit/Breakout-v0", n_envs=1, seed=4, backend="native", monitor_dir=str(monitor_dir), **kwargs
+    )
     ref = gym.make("RetroKit/Breakout-v0", **kwargs)
     ref.reset(seed=4)
     rng = np.random.default_rng(0)
@@ -109,8 +110,9 @@ def test_truncation_sets_timelimit_flag_and_episode():
 
 def test_ppo_trains_and_logs_true_scores(tmp_path):
     monitor_dir = tmp_path / "monitor"
-    venv = make_vec_env("RetroKit/Breakout-v0", n_envs=2, seed=1, monitor_dir=str(monitor_dir),
-                        max_episode_steps=40)
+    venv = make_vec_env(
+        "RetroKit/Breakout-v0", n_envs=2, seed=1, monitor_dir=str(monitor_dir), max_episode_steps=40
+    )
     try:
         model = PPO("CnnPolicy", venv, n_steps=64, batch_size=64, n_epochs=1, seed=1, verbose=0)
         assert model.get_env() is venv  # channel-first uint8: SB3 adds no VecTransposeImage

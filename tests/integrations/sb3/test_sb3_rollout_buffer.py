@@ -83,8 +83,16 @@ def test_non_image_spaces_are_refused_with_a_hint():
 def test_ppo_and_a2c_train_with_it(algo):
     venv = DummyVecEnv([lambda: gym.make("RetroKit/Pong-v0") for _ in range(2)])
     extra = dict(batch_size=16) if algo is PPO else {}
-    model = algo(KitCnnPolicy, venv, n_steps=16, device="cpu", seed=0, policy_kwargs=cnn_policy_kwargs(),
-                 rollout_buffer_class=ChannelsLastRolloutBuffer, **extra)
+    model = algo(
+        KitCnnPolicy,
+        venv,
+        n_steps=16,
+        device="cpu",
+        seed=0,
+        policy_kwargs=cnn_policy_kwargs(),
+        rollout_buffer_class=ChannelsLastRolloutBuffer,
+        **extra,
+    )
     before = [p.detach().clone() for p in model.policy.parameters()]
     model.learn(64)
     assert isinstance(model.rollout_buffer, ChannelsLastRolloutBuffer)

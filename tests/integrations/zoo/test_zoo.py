@@ -27,10 +27,33 @@ def test_hyperparams_cover_every_retrokit_id_without_wrappers(algo):
 
 
 def test_rl_zoo3_trains_a_few_hundred_steps(tmp_path):
-    cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", "RetroKit/Pong-v0",
-           "--gym-packages", "retro_atari_kit", "--conf-file", "retro_atari_kit.integrations.zoo.ppo",
-           "-n", "256", "--hyperparams", "n_envs:2", "n_steps:64", "batch_size:64", "-f", str(tmp_path),
-           "--eval-freq", "-1", "--seed", "0", "--log-interval", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rl_zoo3.train",
+        "--algo",
+        "ppo",
+        "--env",
+        "RetroKit/Pong-v0",
+        "--gym-packages",
+        "retro_atari_kit",
+        "--conf-file",
+        "retro_atari_kit.integrations.zoo.ppo",
+        "-n",
+        "256",
+        "--hyperparams",
+        "n_envs:2",
+        "n_steps:64",
+        "batch_size:64",
+        "-f",
+        str(tmp_path),
+        "--eval-freq",
+        "-1",
+        "--seed",
+        "0",
+        "--log-interval",
+        "1",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Stacking" not in proc.stdout  # the zoo added no VecFrameStack

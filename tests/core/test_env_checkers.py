@@ -1,0 +1,88 @@
+"""Every kind of RetroKit/ ID passes gymnasium's and SB3's env checkers unmodified (no skip flags), and the
+metadata declares only the render modes that work."""
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+
+import retro_atari_kit  # noqa: F401
+
+ALE_IDS = ["RetroKit/Pong-v0", "RetroKit/Breakout-v0", "RetroKit/Seaquest-v0", "RetroKit/MsPacman-v0"]
+RETRO_IDS = ["RetroKit/Airstriker-Genesis-v0", "RetroKit/Pong-Atari2600-v0"]
+
+
+def _unexpected(caught):
+    # gymnasium always notes that a gym.make env is wrapped (the stack *is* the env); nothing else may warn
+    return [str(w.message) for w in caught if "different from the unwrapped" not in str(w.message)]
+
+
+@pytest.mark.parametrize("env_id", ALE_IDS + RETRO_IDS)
+def test_gymnasium_check_env_passes_unmodified(env_id):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = gym.make(env_id)
+        try:
+            # tries every declared render mode and makes further envs while this one is open
+            gym_check_env(env)
+        finally:
+            env.close()
+        env = gym.make(env_id, render_mode="rgb_array")
+        try:
+            gym_check_env(env)
+        finally:
+            env.close()
+    assert _unexpected(caught) == []
+
+
+@pytest.mark.parametrize("env_id", RETRO_IDS)
+def test_sb3_check_env_passes_on_in_process_and_worker_hosted_retro_envs(env_id):
+    # (SB3's checker on ALE IDs: tests/core/test_ale_env.py)
+    pytest.importorskip("stable_baselines3", reason="SB3's env checker")
+    sb3_check_env = pytest.importorskip(
+        "stable_baselines3.common.env_checker", reason="SB3's checker"
+    ).check_env
+
+    from retro_atari_kit.envs.retro_worker import RetroWorkerEnv
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = gym.make(env_id)
+        try:
+            second = gym.make(env_id)  # this process already has an emulator: hosted by a worker
+            try:
+                assert isinstance(second.unwrapped, RetroWorkerEnv)
+                # SB3's defaults; its opt-in render check closes the env and then steps it, which no env
+                # that frees its emulator on close() can pass
+                sb3_check_env(first)
+                sb3_check_env(second)
+            finally:
+                second.close()
+        finally:
+            first.close()
+    assert _unexpected(caught) == []
+
+
+@pytest.mark.parametrize("env_id", ["RetroKit/Pong-v0", "RetroKit/Pong-Atari2600-v0"])
+def test_metadata_declares_rgb_array_only_and_human_says_what_to_do(env_id):
+    env = gym.make(env_id, render_mode="rgb_array")
+    try:
+        assert env.metadata["render_modes"] == ["rgb_array"]
+        assert env.metadata["render_fps"] == 15.0  # 60 emulator frames/s, one render per 4-frame step
+        env.reset(seed=0)
+        frame = env.render()
+        assert frame.dtype == np.uint8 and frame.shape == (210, 160, 3)
+    finally:
+        env.close()
+    with pytest.raises(ValueError) as info:
+        gym.make(env_id, render_mode="human")
+    message = str(info.value)
+    assert message.startswith(f"{env_id}: render_mode must be one of None, 'rgb_array'; got 'human'")
+    assert "gymnasium.wrappers.HumanRendering(env)" in message
+    env = gym.make(env_id, frame_skip=2)
+    try:
+        assert env.metadata["render_fps"] == 30.0
+    finally:
+        env.close()
