@@ -122,7 +122,9 @@ def test_weights_reach_the_player(trained_pair):
 def test_qrdqn_plays_in_parallel_and_its_weights_reach_the_player():
     sb3_contrib = pytest.importorskip("sb3_contrib")
     preset = apply_overrides(
-        get_preset("qrdqn"), {"buffer_size": 1000, "learning_starts": 32, "batch_size": 8, "train_freq": 4}
+        get_preset("qrdqn"),
+        {"buffer_size": 1000, "learning_starts": 32, "batch_size": 8, "train_freq": 4},
+        algo="qrdqn",
     )
     play = make_play_env(PONG, n_envs=1, seed=0)
     try:
