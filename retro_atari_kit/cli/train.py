@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         checkpoint = None
     try:
         backend.train(config, run_dir, resume_from=checkpoint)
-    except RunError as exc:  # e.g. a dead play process, after its checkpoint (issue 18): one line, exit 2
+    except RunError as exc:  # e.g. a dead play process, after its checkpoint: one line, exit 2
         raise CliError(str(exc)) from exc
     print(f"run dir: {os.path.abspath(run_dir)}")
     return 0

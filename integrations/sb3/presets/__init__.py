@@ -37,7 +37,7 @@ __all__ = [
     "to_sb3_kwargs",
 ]
 
-# Keys of a preset that are not SB3 constructor arguments (parallel_play: issue 18, read by training/run.py).
+# Keys of a preset that are not SB3 constructor arguments (parallel_play: read by training/run.py).
 NON_SB3_KEYS = ("n_envs", "n_timesteps", "parallel_play")
 SCHEDULE_KEYS = ("learning_rate", "clip_range", "clip_range_vf")
 CLASS_KEYS = ("replay_buffer_class", "rollout_buffer_class")

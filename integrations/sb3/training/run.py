@@ -227,7 +227,7 @@ def _train_locked(
 
     torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
     seed = config["seed"] + 1000 * segment  # fresh env randomness after a resume, same config
-    # issue 18: `parallel_play` in the preset -> envs in a play process (integrations/sb3/parallel_play)
+    # `parallel_play` in the preset -> envs in a play process (integrations/sb3/parallel_play)
     from retro_atari_kit.integrations.sb3.parallel_play import PlayerDiedError, play_class_and_env
 
     play, monitor = config["hyperparams"].get("parallel_play"), monitor_dir(run_dir, segment)
@@ -253,7 +253,7 @@ def _train_locked(
                     reset_num_timesteps=False,
                     log_interval=log_interval,
                 )
-        except PlayerDiedError as exc:  # issue 18: dead play process -> checkpoint, then one line naming it
+        except PlayerDiedError as exc:  # dead play process -> checkpoint, then one line naming it
             for callback in callbacks:
                 callback.on_training_end()  # closes the progress bar, so the error is a line of its own
             path = save_checkpoint(model, run_dir, True)
