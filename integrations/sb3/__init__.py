@@ -15,6 +15,7 @@ _EXPORTS = {
     "CompactReplayBuffer": "retro_atari_kit.integrations.sb3.buffers",
     "ChannelsLastRolloutBuffer": "retro_atari_kit.integrations.sb3.rollout_buffer",
     "KitCnnPolicy": "retro_atari_kit.integrations.sb3.policies",
+    "KitDQNPolicy": "retro_atari_kit.integrations.sb3.policies",
     "native_bf16": "retro_atari_kit.integrations.sb3.extractors",
     "make_vec_env": "retro_atari_kit.integrations.sb3.launcher",
     "get_preset": "retro_atari_kit.integrations.sb3.presets",

@@ -20,8 +20,10 @@ import torch
 from retro_atari_kit.integrations.sb3.extractors import KitExtractor
 from stable_baselines3.common.policies import ActorCriticCnnPolicy, BaseModel
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.dqn.policies import CnnPolicy as DQNCnnPolicy
+from stable_baselines3.dqn.policies import QNetwork
 
-__all__ = ["KitCnnPolicy"]
+__all__ = ["KitCnnPolicy", "KitDQNPolicy"]
 
 
 class _RawFramesToKitExtractor(BaseModel):
@@ -37,3 +39,17 @@ class _RawFramesToKitExtractor(BaseModel):
 class KitCnnPolicy(ActorCriticCnnPolicy, _RawFramesToKitExtractor):
     """SB3's ``ActorCriticCnnPolicy`` (PPO, A2C) that passes uint8 frames to the kit's extractors as they
     are (see the module docstring). Same constructor and state dict; the PPO and A2C presets use it."""
+
+
+class KitQNetwork(QNetwork, _RawFramesToKitExtractor):
+    """SB3's DQN ``QNetwork`` (online and target) taking uint8 frames straight to the kit's extractor."""
+
+
+class KitDQNPolicy(DQNCnnPolicy):
+    """SB3's DQN ``CnnPolicy`` whose Q-networks pass uint8 frames to the kit's extractors as they are (see
+    the module docstring). Same constructor and state dict as ``CnnPolicy``."""
+
+    def make_q_net(self) -> QNetwork:
+        # as SB3: a separate extractor for the online and the target network
+        net_args = self._update_features_extractor(self.net_args, features_extractor=None)
+        return KitQNetwork(**net_args).to(self.device)

@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         checkpoint = None
     try:
         backend.train(config, run_dir, resume_from=checkpoint)
-    except RunError as exc:  # found only once training starts (RLlib: a node without the kit, --address)
-        raise CliError(str(exc).strip().splitlines()[0]) from None
+    except RunError as exc:  # e.g. a dead play process, a node without the kit (RLlib): one line, exit 2
+        raise CliError(str(exc)) from exc
     print(f"run dir: {os.path.abspath(run_dir)}")
     return 0

@@ -209,6 +209,11 @@ def _fails(argv: list[str], capsys, *needles: str) -> None:
 )
 def test_bad_arguments_exit_2_with_one_line(argv, needles, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    if "RetroKit/Pong-Atari2600-v0" in argv:
+        from retro_atari_kit.roms import ensure_rom
+
+        ensure_rom("Pong-Atari2600")  # a fresh machine installs ale-py's ROM on first use, with a note
+        capsys.readouterr()
     _fails(argv, capsys, *needles)
     assert not os.path.exists(tmp_path / "runs")  # nothing was created
 

@@ -37,8 +37,8 @@ __all__ = [
     "to_sb3_kwargs",
 ]
 
-# Keys of a preset that are not SB3 constructor arguments.
-NON_SB3_KEYS = ("n_envs", "n_timesteps")
+# Keys of a preset that are not SB3 constructor arguments (parallel_play: read by training/run.py).
+NON_SB3_KEYS = ("n_envs", "n_timesteps", "parallel_play")
 SCHEDULE_KEYS = ("learning_rate", "clip_range", "clip_range_vf")
 CLASS_KEYS = ("replay_buffer_class", "rollout_buffer_class")
 POLICY_CLASS_KEYS = ("optimizer_class", "activation_fn", "features_extractor_class")

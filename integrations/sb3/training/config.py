@@ -65,6 +65,13 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
     except PresetError as exc:
         raise RunError(f"{exc} for {algo} (see docs/cli.md)") from None
     check_value_types(algo, hp)
+    if hp.get("parallel_play"):  # env play in its own process (integrations/sb3/parallel_play)
+        from retro_atari_kit.integrations.sb3.parallel_play import check_parallel_play
+
+        try:
+            check_parallel_play(algo, hp["parallel_play"])
+        except ValueError as exc:
+            raise RunError(str(exc)) from None
     env_kwargs = {**hp.pop("env_kwargs", {}), **spec.env_kwargs}
     frame_stack = hp.pop("frame_stack", None)
     if frame_stack not in (None, 4):  # frame stacking is an env kwarg of the kit's stack, not a wrapper
@@ -72,6 +79,8 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
     preset_n_envs = hp.pop("n_envs", None)
     hp.pop("n_timesteps", None)
     n_envs = spec.n_envs or os.cpu_count() or 1  # one env per CPU
+    if not spec.n_envs and hp.get("parallel_play") and preset_n_envs:  # the preset's envs (one
+        n_envs = preset_n_envs  # play process steps them all, and n_envs sets the updates per env step)
     if int(n_envs) < 1:
         raise RunError(f"--n-envs must be >= 1, got {n_envs}")
     if spec.checkpoint_every < 0 or spec.eval_every < 0:

@@ -80,8 +80,10 @@ def latest_model(run_dir: str) -> tuple[str, int]:
     return candidate, steps
 
 
-def load_model(path: str, env: Any = None, device: str = "auto", algo: str | None = None) -> Any:
-    """Load an SB3 zip with the class recorded in its run's config (RunError if unreadable)."""
+def load_model(
+    path: str, env: Any = None, device: str = "auto", algo: str | None = None, cls: type | None = None
+) -> Any:
+    """Load an SB3 zip with the class recorded in its run's config, or ``cls`` (RunError if unreadable)."""
     if algo is None:
         run = find_run_dir(path)
         algo = load_config(run)["algo"] if run else None
@@ -90,7 +92,7 @@ def load_model(path: str, env: Any = None, device: str = "auto", algo: str | Non
     last: Exception | None = None
     for name in [algo] if algo else available_algos():
         try:
-            return algo_class(name).load(path, env=env, device=device)
+            return (cls or algo_class(name)).load(path, env=env, device=device)
         except Exception as exc:  # noqa: BLE001 - report the cause in one line
             last = exc
     reason = str(last).splitlines()[0] if last else "?"

@@ -178,15 +178,15 @@ def prepare_resume(run_dir: str, timesteps: int | None = None, out: Print = prin
     return config, run_dir, path
 
 
-def _build_model(config: dict[str, Any], run_dir: str, venv: Any, resume_from: str | None, out: Print) -> Any:
+def _build_model(
+    config: dict[str, Any], run_dir: str, venv: Any, resume_from: str | None, out: Print, cls: type
+) -> Any:
     algo = config["algo"]
     if resume_from is None:
         kwargs = algo_kwargs(config)
         policy = kwargs.pop("policy")
-        return algo_class(algo)(
-            policy, venv, seed=config["seed"], device=config["device"], verbose=0, **kwargs
-        )
-    model = load_model(resume_from, env=venv, device=config["device"], algo=algo)
+        return cls(policy, venv, seed=config["seed"], device=config["device"], verbose=0, **kwargs)
+    model = load_model(resume_from, env=venv, device=config["device"], algo=algo, cls=cls)
     replay = os.path.join(run_dir, CHECKPOINT_DIR, REPLAY_FILE)
     if algo in OFF_POLICY and os.path.exists(replay):
         model.load_replay_buffer(replay)
@@ -227,23 +227,39 @@ def _train_locked(
 
     torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
     seed = config["seed"] + 1000 * segment  # fresh env randomness after a resume, same config
-    venv = make_train_env(config, monitor_dir(run_dir, segment), seed=seed)
+    # `parallel_play` in the preset -> envs in a play process (integrations/sb3/parallel_play)
+    from retro_atari_kit.integrations.sb3.parallel_play import PlayerDiedError, play_class_and_env
+
+    play, monitor = config["hyperparams"].get("parallel_play"), monitor_dir(run_dir, segment)
+    cls, venv = (
+        play_class_and_env(algo_class(config["algo"]), play, config, monitor, seed)
+        if play
+        else (algo_class(config["algo"]), make_train_env(config, monitor, seed=seed))
+    )
     try:
-        model = _build_model(config, run_dir, venv, resume_from, out)
+        model = _build_model(config, run_dir, venv, resume_from, out, cls)
         model.set_logger(make_logger(run_dir, segment))
         out(precision_of(model))
         flag = StopFlag()
         previous = {s: signal.signal(s, flag) for s in (signal.SIGINT, signal.SIGTERM)}
         remaining = config["timesteps"] - int(model.num_timesteps)
         log_interval = {"ppo": 1, "a2c": 100}.get(config["algo"], 4)
+        callbacks = training_callbacks(config, run_dir, flag)
         try:
             if remaining > 0:
                 model.learn(
                     total_timesteps=remaining,
-                    callback=training_callbacks(config, run_dir, flag),
+                    callback=callbacks,
                     reset_num_timesteps=False,
                     log_interval=log_interval,
                 )
+        except PlayerDiedError as exc:  # dead play process -> checkpoint, then one line naming it
+            for callback in callbacks:
+                callback.on_training_end()  # closes the progress bar, so the error is a line of its own
+            path = save_checkpoint(model, run_dir, True)
+            raise RunError(
+                f"{exc}; checkpoint {path}; resume with: retrokit train --resume {run_dir}"
+            ) from None
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

@@ -23,7 +23,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 def test_list_presets():
     names = list_presets()
     assert names["ppo"] == ["default", "bf16", "gpu"] and names["a2c"] == ["default", "gpu"]
-    assert names["dqn"] == ["default", "gpu", "pong-dqn"] and "qrdqn" in names
+    assert names["dqn"] == ["default", "gpu", "pong-dqn", "pong-dqn-fast"] and "qrdqn" in names
 
 
 def test_presets_are_plain_printable_data_and_fresh_copies():
@@ -50,7 +50,11 @@ def test_zoo_defaults():
     assert (dqn["exploration_fraction"], dqn["exploration_final_eps"]) == (0.1, 0.01)
     pong = get_preset("dqn", "pong-dqn")
     assert (pong["buffer_size"], pong["learning_starts"], pong["batch_size"], pong["gamma"]) == (
-        100_000, 10_000, 32, 0.99)
+        100_000,
+        10_000,
+        32,
+        0.99,
+    )
     assert (pong["exploration_initial_eps"], pong["exploration_final_eps"]) == (1.0, 0.02)
     assert pong["exploration_fraction"] * pong["n_timesteps"] == 100_000  # epsilon decays over 100k steps
     assert (pong["target_update_interval"], pong["learning_rate"]) == (1000, 1e-4)
@@ -75,8 +79,9 @@ def test_schedules():
 
 def test_overrides_key_by_key_with_validation():
     base = get_preset("ppo")
-    got = apply_overrides(base, ["n_steps=256", "learning_rate=lin_1e-4", "policy_kwargs.net_arch=[64]"],
-                          algo="ppo")
+    got = apply_overrides(
+        base, ["n_steps=256", "learning_rate=lin_1e-4", "policy_kwargs.net_arch=[64]"], algo="ppo"
+    )
     assert got["n_steps"] == 256 and got["learning_rate"] == "lin_1e-4"
     fused_adam = {"eps": 1e-5, "fused": True}
     assert got["policy_kwargs"] == {"net_arch": [64], "optimizer_kwargs": fused_adam}
@@ -84,8 +89,11 @@ def test_overrides_key_by_key_with_validation():
     # a dotted key replaces one nested value and keeps its siblings
     bf16 = get_preset("ppo", "bf16")
     off = apply_overrides(bf16, ["policy_kwargs.features_extractor_kwargs.autocast=null"], algo="ppo")
-    assert off["policy_kwargs"] == {"net_arch": [], "optimizer_kwargs": fused_adam,
-                                    "features_extractor_kwargs": {"autocast": None}}
+    assert off["policy_kwargs"] == {
+        "net_arch": [],
+        "optimizer_kwargs": fused_adam,
+        "features_extractor_kwargs": {"autocast": None},
+    }
     assert bf16["policy_kwargs"]["features_extractor_kwargs"] == {"autocast": "bf16"}
     assert apply_overrides(base, {"gamma": 0.98}, algo="ppo")["gamma"] == 0.98  # any PPO argument
     with pytest.raises(ValueError, match="unknown hyperparameter 'n_step'.*'n_steps'"):

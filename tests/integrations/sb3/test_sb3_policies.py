@@ -22,7 +22,8 @@ def pong():
 def _record_extractor_inputs(policy) -> list[tuple[torch.dtype, float]]:
     seen: list[tuple[torch.dtype, float]] = []
     policy.features_extractor.register_forward_pre_hook(
-        lambda mod, inp: seen.append((inp[0].dtype, inp[0].float().max().item())))
+        lambda mod, inp: seen.append((inp[0].dtype, inp[0].float().max().item()))
+    )
     return seen
 
 
@@ -45,8 +46,14 @@ def test_uint8_frames_reach_the_kit_extractor_and_outputs_match_cnn_policy(pong,
 
 
 def test_other_extractors_and_float_frames_take_sb3s_path(pong):
-    model = PPO(KitCnnPolicy, pong, n_steps=16, batch_size=16, device="cpu",
-                policy_kwargs=dict(features_extractor_class=SB3NatureCNN))
+    model = PPO(
+        KitCnnPolicy,
+        pong,
+        n_steps=16,
+        batch_size=16,
+        device="cpu",
+        policy_kwargs=dict(features_extractor_class=SB3NatureCNN),
+    )
     seen = _record_extractor_inputs(model.policy)
     model.policy.predict(np.full((1, 4, 84, 84), 255, dtype=np.uint8))
     assert seen == [(torch.float32, 1.0)]  # SB3 divided, as its own NatureCNN expects
@@ -55,8 +62,9 @@ def test_other_extractors_and_float_frames_take_sb3s_path(pong):
 def test_a2c_and_ppo_train_with_it_and_save_load(pong, tmp_path):
     for algo in (A2C, PPO):
         extra = dict(batch_size=8) if algo is PPO else {}
-        model = algo(KitCnnPolicy, pong, n_steps=8, device="cpu", seed=0, policy_kwargs=cnn_policy_kwargs(),
-                     **extra)
+        model = algo(
+            KitCnnPolicy, pong, n_steps=8, device="cpu", seed=0, policy_kwargs=cnn_policy_kwargs(), **extra
+        )
         model.learn(32)
         assert model.rollout_buffer.observations.dtype == np.uint8
         model.save(tmp_path / "m.zip")
@@ -65,3 +73,22 @@ def test_a2c_and_ppo_train_with_it_and_save_load(pong, tmp_path):
         assert isinstance(loaded.policy.features_extractor, NatureCNN)
         frames = np.zeros((1, 4, 84, 84), dtype=np.uint8)
         assert loaded.predict(frames, deterministic=True)[0] == model.predict(frames, deterministic=True)[0]
+
+
+def test_kit_dqn_policy_gives_cnn_policy_q_values_from_uint8_frames(pong):
+    from retro_atari_kit.integrations.sb3 import KitDQNPolicy
+    from stable_baselines3 import DQN
+
+    kw = dict(buffer_size=100, device="cpu", policy_kwargs=cnn_policy_kwargs("nature"))
+    kit, sb3 = DQN(KitDQNPolicy, pong, **kw), DQN("CnnPolicy", pong, **kw)
+    sb3.policy.load_state_dict(kit.policy.state_dict())
+    frames = np.random.default_rng(1).integers(0, 256, (5, 4, 84, 84), dtype=np.uint8)
+    obs, _ = kit.policy.obs_to_tensor(frames)
+    for net in ("q_net", "q_net_target"):
+        seen: list[torch.dtype] = []
+        getattr(kit.policy, net).features_extractor.register_forward_pre_hook(
+            lambda mod, inp, seen=seen: seen.append(inp[0].dtype)
+        )
+        with torch.no_grad():
+            torch.testing.assert_close(getattr(kit.policy, net)(obs), getattr(sb3.policy, net)(obs))
+        assert seen == [torch.uint8]  # the frames reached the kit's extractor undivided
