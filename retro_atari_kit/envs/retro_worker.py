@@ -27,6 +27,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
+from retro_atari_kit.processes import default_start_method, end_process, picklable_exception
+
 START_TIMEOUT = 120.0  # seconds for a worker to import the kit and start its emulator (2 busy cores)
 
 
@@ -44,7 +46,7 @@ def _serve(conn: Connection, game: str, kwargs: dict[str, Any]) -> None:
         try:
             env = make_retro_env(game, **kwargs)
         except Exception as exc:  # bad kwargs, missing ROM: re-raised in the main process
-            conn.send(("error", _picklable(exc), traceback.format_exc()))
+            conn.send(("error", picklable_exception(exc), traceback.format_exc()))
             return
         conn.send(("ok", _describe(env)))
         while True:
@@ -57,7 +59,7 @@ def _serve(conn: Connection, game: str, kwargs: dict[str, Any]) -> None:
             try:
                 conn.send(("ok", _run(env, cmd, data)))
             except Exception as exc:
-                conn.send(("error", _picklable(exc), traceback.format_exc()))
+                conn.send(("error", picklable_exception(exc), traceback.format_exc()))
     except (EOFError, OSError, KeyboardInterrupt):
         pass  # the main process is gone or closing
     finally:
@@ -108,16 +110,6 @@ def _run(env: gym.Env, cmd: str, data: Any) -> Any:
     raise ValueError(f"unknown worker command {cmd!r}")
 
 
-def _picklable(exc: BaseException) -> BaseException:
-    import pickle
-
-    try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except Exception:
-        return RuntimeError(f"{type(exc).__name__}: {exc}")
-
-
 def _stop(conn: Connection, proc: mp.process.BaseProcess) -> None:
     """Ask the worker to exit, then terminate/kill it if it does not; bounded, never hangs."""
     if proc.is_alive():
@@ -127,13 +119,7 @@ def _stop(conn: Connection, proc: mp.process.BaseProcess) -> None:
                 conn.recv()
         except (BrokenPipeError, EOFError, OSError):
             pass
-    proc.join(2.0)
-    if proc.is_alive():
-        proc.terminate()
-        proc.join(2.0)
-    if proc.is_alive():
-        proc.kill()
-        proc.join(5.0)
+    end_process(proc, grace=2.0)
     conn.close()
 
 
@@ -146,7 +132,7 @@ class RetroWorkerEnv(gym.Env):
 
     def __init__(self, game: str, kwargs: dict[str, Any], env_id: str, start_method: str | None = None):
         if start_method is None:
-            start_method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+            start_method = default_start_method()
         if start_method not in ("forkserver", "spawn"):
             raise ValueError(f"start_method must be 'forkserver' or 'spawn', got {start_method!r}")
         self.env_id = env_id

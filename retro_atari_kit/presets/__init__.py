@@ -3,7 +3,8 @@
 Each ``<algo>.yaml`` holds ``zoo`` (rl-baselines3-zoo's Atari hyperparameters, exactly as the zoo has them)
 and ``presets``: named entries built from a ``base`` (``zoo`` or another preset) plus ``set`` overrides
 with dotted keys. Every engine reads them: the SB3 integration (``to_sb3_kwargs``), the rl-zoo3 modules
-(``zoo_hyperparams``) and the RLlib configs. No framework is imported here.
+(``zoo_hyperparams``); RLlib, whose settings have other names, keeps its own in ``engines/rllib.yaml``
+(``engine_presets``), with the same override rule. No framework is imported here.
 
 ::
 
@@ -36,6 +37,7 @@ __all__ = [
     "ALGORITHMS",
     "PresetError",
     "apply_overrides",
+    "engine_presets",
     "format_preset",
     "get_preset",
     "import_dotted",
@@ -77,6 +79,21 @@ def _load(algo: str) -> dict[str, Any]:
     presets = {name: resolve(name) for name in data["presets"]}
     descriptions = {name: entry.get("description", "") for name, entry in data["presets"].items()}
     return {"zoo": data["zoo"], "presets": presets, "descriptions": descriptions}
+
+
+@functools.cache
+def _engine_file(engine: str) -> dict[str, dict[str, dict[str, Any]]]:
+    path = _DIR / "engines" / f"{engine}.yaml"
+    if not path.is_file():
+        raise PresetError(f"no presets for engine {engine!r}")
+    with open(path, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def engine_presets(engine: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{algo: {preset: hyperparameters}}`` of an engine whose settings are not SB3 arguments (``rllib``:
+    ``engines/rllib.yaml``, RLlib ``AlgorithmConfig`` names, each number with its source). A fresh copy."""
+    return copy.deepcopy(_engine_file(engine))
 
 
 def list_presets() -> dict[str, list[str]]:

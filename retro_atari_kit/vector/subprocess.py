@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from retro_atari_kit.processes import default_start_method, end_process, picklable_exception
 from retro_atari_kit.vector._factory import EnvFactory
 from retro_atari_kit.vector._stacked import Seeds, StackedVectorEnv
 
@@ -52,7 +53,7 @@ def _worker(rank: int, conn: Connection, parent_end: Connection | None, factory:
         try:
             env = factory()
         except Exception as exc:  # report construction errors (bad kwargs, missing ROM) to the main process
-            conn.send(("error", _picklable(exc), traceback.format_exc()))
+            conn.send(("error", picklable_exception(exc), traceback.format_exc()))
             return
         meta = dict(env.metadata)
         meta["render_mode"] = env.render_mode
@@ -94,7 +95,7 @@ def _worker(rank: int, conn: Connection, parent_end: Connection | None, factory:
                 else:
                     raise ValueError(f"unknown worker command {cmd!r}")
             except Exception as exc:
-                conn.send(("error", _picklable(exc), traceback.format_exc()))
+                conn.send(("error", picklable_exception(exc), traceback.format_exc()))
     except (EOFError, OSError, KeyboardInterrupt):
         pass  # main process gone or closing: just exit
     finally:
@@ -128,22 +129,12 @@ def _attach_untracked(name: str) -> SharedMemory:
         resource_tracker.register = register
 
 
-def _picklable(exc: BaseException) -> BaseException:
-    import pickle
-
-    try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except Exception:
-        return RuntimeError(f"{type(exc).__name__}: {exc}")
-
-
 class SubprocessDriver:
     """Runs one env per worker process; frames in shared memory, everything else over pipes."""
 
     def __init__(self, factories: list[EnvFactory], start_method: str | None = None, timeout: float = 60.0):
         if start_method is None:
-            start_method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+            start_method = default_start_method()
         if start_method not in START_METHODS:
             raise ValueError(f"start_method must be one of {', '.join(START_METHODS)}; got {start_method!r}")
         self.num_envs = len(factories)
@@ -298,13 +289,7 @@ class SubprocessDriver:
                 except (BrokenPipeError, EOFError, OSError):
                     pass
         for proc in self.processes:
-            proc.join(1.0)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(1.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(5.0)  # bounded even here: close() must never hang
+            end_process(proc)  # bounded even here: close() must never hang
         for conn in self.conns:
             conn.close()
         if self._shm is not None:

@@ -49,3 +49,14 @@ def test_one_override_rule():
         get_preset("dqn", "fast")
     with pytest.raises(KeyError):
         get_preset("sac")
+
+
+def test_engine_presets_live_in_the_core_too():
+    from retro_atari_kit.presets import engine_presets
+
+    rllib = engine_presets("rllib")
+    assert set(rllib) == {"ppo", "appo", "impala", "dqn"} and rllib["ppo"]["default"]["clip_param"] == 0.1
+    rllib["ppo"]["default"]["clip_param"] = 9.0
+    assert engine_presets("rllib")["ppo"]["default"]["clip_param"] == 0.1  # fresh copies
+    with pytest.raises(PresetError, match="no presets for engine 'tf'"):
+        engine_presets("tf")

@@ -20,6 +20,8 @@ import torch
 import torch.multiprocessing as tmp
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
+from retro_atari_kit.processes import end_process
+
 from . import player
 from .ring import ALLOWED, CONSUMED, PRODUCED, RingShape, allocate, weights_numel, write_weights
 
@@ -37,13 +39,7 @@ def _shutdown(proc: Any, conn: Any) -> None:
             conn.send(("close",))
         except (OSError, ValueError):
             pass
-        proc.join(10)
-    if proc.is_alive():
-        proc.terminate()
-        proc.join(5)
-    if proc.is_alive():
-        proc.kill()
-        proc.join(5)
+    end_process(proc, grace=10.0)
     conn.close()
 
 
