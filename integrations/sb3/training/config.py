@@ -14,8 +14,8 @@ import warnings
 from typing import Any
 
 import gymnasium as gym
-from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class, constructor_params
-from retro_atari_kit.integrations.sb3.presets import NON_SB3_KEYS, allowed_keys, to_sb3_kwargs
+from retro_atari_kit.integrations.sb3.algorithms import algo_class, constructor_params
+from retro_atari_kit.integrations.sb3.presets import allowed_keys, to_sb3_kwargs
 
 from retro_atari_kit.models import NETWORKS
 from retro_atari_kit.presets import PresetError, apply_overrides, get_preset
@@ -191,18 +191,3 @@ def check_model_builds(config: dict[str, Any]) -> None:
         ) from exc
     finally:
         venv.close()
-
-
-def is_off_policy(config: dict[str, Any]) -> bool:
-    return config["algo"] in OFF_POLICY
-
-
-__all__ = [
-    "NON_SB3_KEYS",
-    "algo_kwargs",
-    "check_device",
-    "check_model_builds",
-    "check_value_types",
-    "is_off_policy",
-    "resolve_config",
-]
