@@ -3,7 +3,8 @@ lock, checkpoints, the true-score monitor CSV and the progress table. Core: no t
 
 ::
 
-    from retro_atari_kit.runs import MonitorCSV, RunLock, create_run_dir, monitor_dir, new_config, write_config
+    from retro_atari_kit.runs import (MonitorCSV, RunLock, create_run_dir, monitor_dir, new_config,
+                                      write_config)
 
     create_run_dir("runs/x")
     write_config("runs/x", new_config("sb3", "retrokit train ...", algo="ppo", env_id="RetroKit/Pong-v0"))
