@@ -31,9 +31,11 @@ from retro_atari_kit.runs import (
     load_config,
     merge_progress,
     new_config,
+    open_for_resume,
     publish_final_model,
     resume_segment,
     set_aside_orphaned_logs,
+    set_total_timesteps,
     write_config,
 )
 
@@ -100,9 +102,7 @@ def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = p
     if options.get("num_envs_per_env_runner"):
         hyper["num_envs_per_env_runner"] = int(options["num_envs_per_env_runner"])
     # builds (without Ray running) the RLlib config, so a bad --set key fails here, not after ray.init
-    algo_config(
-        spec.algo, spec.env_id, spec.network, **{k: v for k, v in hyper.items()}, env_kwargs=env_kwargs
-    )
+    algo_config(spec.algo, spec.env_id, spec.network, **hyper, env_kwargs=env_kwargs)
     config = new_config(
         ENGINE,
         spec.command,
@@ -136,7 +136,7 @@ def prepare_resume(
     run_dir: str, timesteps: int | None = None, out: Callable[[str], None] = print
 ) -> tuple[dict, str, str]:
     """The run's config (with a new total ``timesteps`` if given) and its newest complete checkpoint."""
-    config = load_config(run_dir)
+    config = open_for_resume(run_dir)
     if config.get("engine") != ENGINE:
         raise RunError(
             f"{run_dir} was trained with --engine {config.get('engine')}; resume it with that engine"
@@ -145,9 +145,7 @@ def prepare_resume(
     ckpts = [c for c in list_checkpoints(run_dir) if os.path.isfile(os.path.join(c[1], POLICY_FILE))]
     if not ckpts:
         raise RunError(f"{run_dir} has no checkpoint to resume from; start a new run with --force")
-    if timesteps is not None:
-        config["timesteps"] = int(timesteps)
-        write_config(run_dir, config)
+    set_total_timesteps(run_dir, config, timesteps, ckpts[-1][0])
     out(f"resuming from {ckpts[-1][1]} ({ckpts[-1][0]} steps)")
     return config, run_dir, ckpts[-1][1]
 

@@ -34,7 +34,9 @@ from retro_atari_kit.runs.layout import (
     load_config,
     monitor_dir,
     new_config,
+    open_for_resume,
     resume_segment,
+    set_total_timesteps,
     write_config,
 )
 from retro_atari_kit.runs.lock import LOCK_FILE, RunLock, lock_owner
@@ -70,10 +72,12 @@ __all__ = [
     "monitor_files",
     "monitor_header",
     "new_config",
+    "open_for_resume",
     "progress_path",
     "publish_final_model",
     "read_monitor_csvs",
     "resume_segment",
+    "set_total_timesteps",
     "set_aside_orphaned_logs",
     "write_config",
 ]

@@ -129,6 +129,34 @@ def find_run_dir(path: str) -> str | None:
     return None
 
 
+def open_for_resume(run_dir: str) -> dict[str, Any]:
+    """The config of a run that ``--resume`` may continue: RunError if the dir is missing, not a kit run, or
+    a live process is still training it."""
+    if not os.path.isdir(run_dir):
+        raise RunError(f"--resume {run_dir}: no such run dir")
+    config = load_config(run_dir)
+    owner = lock_owner(run_dir)
+    if owner is not None:
+        raise RunError(
+            f"--resume {run_dir}: the run is still training (pid {owner}); stop it first "
+            f"(kill -TERM {owner} saves a checkpoint)"
+        )
+    return config
+
+
+def set_total_timesteps(run_dir: str, config: dict[str, Any], timesteps: int | None, trained: int) -> None:
+    """Record a new total for a resumed run in its config; RunError if it is below the ``trained`` steps."""
+    if timesteps is None:
+        return
+    if timesteps < trained:
+        raise RunError(
+            f"--timesteps {timesteps} is below the {trained} steps {run_dir} has trained; pass a larger total"
+        )
+    if timesteps != config["timesteps"]:
+        config["timesteps"] = int(timesteps)
+        write_config(run_dir, config)
+
+
 def resume_segment(run_dir: str) -> int:
     """Number of the next resumed segment: 1 for the first resume, 2 for the second, ..."""
     return 1 + len(glob.glob(os.path.join(run_dir, MONITOR_DIR, "resume-*")))

@@ -42,13 +42,13 @@ from retro_atari_kit.runs import (
     create_run_dir,
     default_run_dir,
     list_checkpoints,
-    load_config,
-    lock_owner,
     merge_progress,
     monitor_dir,
+    open_for_resume,
     progress_path,
     resume_segment,
     set_aside_orphaned_logs,
+    set_total_timesteps,
     write_config,
 )
 from retro_atari_kit.vector import resolve_backend
@@ -151,28 +151,14 @@ def prepare_resume(run_dir: str, timesteps: int | None = None, out: Print = prin
 
     ``timesteps`` sets a new total (recorded in config.yaml, never below the checkpoint's steps).
     """
-    if not os.path.isdir(run_dir):
-        raise RunError(f"--resume {run_dir}: no such run dir")
-    config = load_config(run_dir)
-    owner = lock_owner(run_dir)
-    if owner is not None:
-        raise RunError(
-            f"--resume {run_dir}: the run is still training (pid {owner}); stop it first "
-            f"(kill -TERM {owner} saves a checkpoint)"
-        )
+    config = open_for_resume(run_dir)
     checkpoints = list_checkpoints(run_dir)
     if not checkpoints:
         raise RunError(f"--resume {run_dir}: no checkpoint in {run_dir}/{CHECKPOINT_DIR}; start a new run")
     steps, path = checkpoints[-1]
     if read_steps_of(path) is None:
         raise RunError(f"cannot read checkpoint {path}; delete it to resume from the previous one")
-    if timesteps is not None and timesteps < steps:
-        raise RunError(
-            f"--timesteps {timesteps} is below the {steps} steps {run_dir} has trained; pass a larger total"
-        )
-    if timesteps is not None and timesteps != config["timesteps"]:
-        config["timesteps"] = int(timesteps)
-        write_config(run_dir, config)
+    set_total_timesteps(run_dir, config, timesteps, steps)
     out(describe(config, run_dir))
     out(f"resuming from {path} ({steps} steps)")
     return config, run_dir, path
@@ -202,16 +188,16 @@ def train(
     Ctrl-C / SIGTERM end training at the next step with a checkpoint. A new run that fails before its
     first checkpoint is removed (nothing of value was saved), so the same command can simply be re-run.
     """
-    segment = 0
-    if resume_from is not None:
-        segment = resume_segment(run_dir)
-        merge_progress(run_dir)
-        start = read_steps_of(resume_from) or 0
-        aside = set_aside_orphaned_logs(run_dir, start, os.path.getmtime(resume_from))
-        if aside:
-            out(aside)
     try:
-        with RunLock(run_dir):
+        with RunLock(run_dir):  # held before touching the logs of a resumed run
+            segment = 0
+            if resume_from is not None:
+                segment = resume_segment(run_dir)
+                merge_progress(run_dir)
+                start = read_steps_of(resume_from) or 0
+                aside = set_aside_orphaned_logs(run_dir, start, os.path.getmtime(resume_from))
+                if aside:
+                    out(aside)
             return _train_locked(config, run_dir, resume_from, segment, out)
     except Exception:
         if resume_from is None and not list_checkpoints(run_dir):
