@@ -40,7 +40,7 @@ COLUMNS: list[tuple[str, tuple[str, ...]]] = [
     ("train/learning_rate", ("learners", "default_policy", "default_optimizer_learning_rate")),
 ]
 
-__all__ = ["COLUMNS", "RunLogger", "lookup"]
+__all__ = ["COLUMNS", "RunLogger", "finished_games", "lookup"]
 
 
 def lookup(result: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -51,6 +51,17 @@ def lookup(result: dict[str, Any], path: tuple[str, ...]) -> Any:
             return None
         node = node[key]
     return node
+
+
+def finished_games(result: dict[str, Any]) -> list[tuple[int, float, int]]:
+    """The ``(rank, score, length)`` games of an iteration. RLlib's item series reduces a one-item list to
+    the item itself, so a single finished game arrives as a bare tuple."""
+    games = lookup(result, ("env_runners", GAMES))
+    if not games:
+        return []
+    if not isinstance(games[0], (list, tuple)):
+        games = [games]
+    return [(int(rank), float(score), int(length)) for rank, score, length in games]
 
 
 def _number(value: Any) -> float | None:
@@ -83,10 +94,10 @@ class RunLogger:
 
     def log(self, result: dict[str, Any], steps: int) -> dict[str, Any]:
         """Record one iteration's result at ``steps`` total env steps; returns the progress row."""
-        for rank, score, length in lookup(result, ("env_runners", GAMES)) or []:
+        for rank, score, length in finished_games(result):
             # a runner restarted with more envs than configured must not crash the run: fold its ranks in
-            self.monitor.write(int(rank) % self.num_envs, float(score), int(length))
-            self.recent.append((float(score), int(length)))
+            self.monitor.write(rank % self.num_envs, score, length)
+            self.recent.append((score, length))
             self.games += 1
         now = time.time()
         fps = (steps - self._last[1]) / max(now - self._last[0], 1e-9)

@@ -1,0 +1,56 @@
+"""Finished games reach the run dir however RLlib's metrics reduce them: RLlib's real MetricsLogger
+aggregates runner results as the algorithm does, and a single finished game comes back as a bare
+``(rank, score, length)`` tuple rather than a one-item list (this crashed a Pong run at its first game)."""
+
+from __future__ import annotations
+
+import csv
+import glob
+import os
+
+import pytest
+
+pytest.importorskip("ray", reason="Ray RLlib not installed: pip install 'retro-atari-kit[rllib]'")
+
+from ray.rllib.utils.metrics.metrics_logger import MetricsLogger  # noqa: E402
+from retro_atari_kit.integrations.rllib.callbacks import GAMES  # noqa: E402
+from retro_atari_kit.integrations.rllib.logs import RunLogger, finished_games  # noqa: E402
+
+
+def iteration_result(games_per_runner: list[list[tuple[int, float, int]]]) -> dict:
+    """What ``algo.train()`` returns under ``env_runners`` after the runners logged these games."""
+    reduced = []
+    for games in games_per_runner:
+        runner = MetricsLogger()
+        for game in games:
+            runner.log_value(GAMES, game, reduce="item_series")
+        reduced.append(runner.reduce())
+    root = MetricsLogger(root=True)
+    root.aggregate(reduced, key="env_runners")
+    result = root.compile()
+    result.setdefault("env_runners", {})
+    result["training_iteration"] = 1
+    return result
+
+
+@pytest.mark.parametrize(
+    "games_per_runner",
+    [[[]], [[(0, -21.0, 812)]], [[(0, -21.0, 812), (1, -20.0, 901)]], [[(0, -21.0, 812)], [(4, 3.0, 2000)]]],
+    ids=["none", "one", "two-one-runner", "one-per-runner"],
+)
+def test_finished_games_are_a_list_of_games(games_per_runner):
+    expected = sorted(game for games in games_per_runner for game in games)
+    assert sorted(finished_games(iteration_result(games_per_runner))) == expected
+
+
+def test_run_logger_writes_a_single_game(tmp_path):
+    logger = RunLogger(str(tmp_path), "RetroKit/Pong-v0", num_envs=8, segment=0, start_steps=0)
+    try:
+        row = logger.log(iteration_result([[(3, -19.0, 900)]]), steps=1024)
+    finally:
+        logger.close()
+    assert row["rollout/ep_rew_mean"] == -19.0 and row["rollout/games"] == 1
+    (monitor,) = glob.glob(os.path.join(str(tmp_path), "monitor", "**", "3.monitor.csv"), recursive=True)
+    with open(monitor, encoding="utf-8") as handle:
+        rows = list(csv.DictReader(line for line in handle if not line.startswith("#")))
+    assert [(float(r["r"]), int(r["l"])) for r in rows] == [(-19.0, 900)]
