@@ -12,7 +12,8 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray RLlib not installed: pip install 'retro-atari-kit[rllib]'")
 
 from retro_atari_kit.integrations.rllib import algo_config  # noqa: E402
-from retro_atari_kit.integrations.rllib.callbacks import GAMES, TRUE_SCORE  # noqa: E402
+from retro_atari_kit.integrations.rllib.callbacks import TRUE_SCORE  # noqa: E402
+from retro_atari_kit.integrations.rllib.logs import finished_games  # noqa: E402
 
 ENV = "RetroKit/Pong-v0"
 # games of 40 agent steps, so true scores are reported within two small iterations
@@ -85,11 +86,11 @@ def train_until(algo, ok, max_iters: int = 15) -> list[dict]:
 
 
 def games_of(results: list[dict]) -> list:
-    return [g for r in results for g in (r.get("env_runners", {}).get(GAMES) or [])]
+    return [g for r in results for g in finished_games(r)]
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("algo_name", ["ppo", "appo"])
+@pytest.mark.parametrize("algo_name", ["ppo", "appo", "impala"])
 def test_uint8_in_normalised_once_and_true_scores(local_ray, algo_name):
     extra = (
         dict(minibatch_size=32, num_epochs=1)

@@ -77,3 +77,39 @@ def test_node_check_names_the_node_that_cannot_make_the_env(two_nodes):
         check_nodes(ENV, {"frame_skip": 0})
     message = str(err.value)
     assert message.startswith("node ") and "cannot make RetroKit/Pong-v0" in message and "\n" not in message
+
+
+# A node whose Python cannot import the kit, as on a machine where it was never installed: its raylet (and so
+# every worker it starts) gets a sitecustomize that refuses the import before anything else runs.
+BLOCK_THE_KIT = """
+import importlib.abc
+import sys
+
+
+class _NoKit(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "retro_atari_kit" or name.startswith("retro_atari_kit."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _NoKit())
+"""
+
+
+@pytest.mark.timeout(180)
+def test_node_check_names_a_node_without_the_kit(two_nodes, tmp_path):
+    cluster, _ = two_nodes
+    (tmp_path / "sitecustomize.py").write_text(BLOCK_THE_KIT, encoding="utf-8")
+    # no CPUs: nothing but the zero-CPU probe is ever scheduled there
+    broken = cluster.add_node(num_cpus=0, env_vars={"PYTHONPATH": str(tmp_path)})
+    try:
+        with pytest.raises(RunError) as err:
+            check_nodes(ENV)
+        message = str(err.value)
+        assert f"(id {broken.node_id[:8]})" in message, message
+        assert "retro_atari_kit is not importable there" in message and "pip install" in message
+        assert "\n" not in message
+    finally:
+        cluster.remove_node(broken)
+    assert len(check_nodes(ENV)) == 2  # the healthy cluster passes again
