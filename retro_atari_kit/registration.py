@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -55,6 +56,20 @@ def check_env_id(env_id: str) -> None:
     raise RunError(f"unknown env {env_id!r}{hint}")
 
 
+def make_env(env_id: str, **kwargs: Any) -> gym.Env:
+    """``gym.make(env_id, **kwargs)``, except that the kit's ``max_episode_steps`` reaches the kit's stack.
+
+    gymnasium's ``make`` keeps a ``max_episode_steps`` argument for itself and wraps its own TimeLimit around
+    the whole stack, above the true-score statistics, where a cut game is never reported (no
+    ``info["episode"]``): a loop waiting for game ends, like an evaluation, would wait forever. Here every
+    kwarg goes to the env's spec instead, so the limit sits inside the stack, below the statistics, as
+    ``gym.make_vec`` and ``make_ale_env`` / ``make_retro_env`` put it. The kit's own tools make single envs
+    with this; ``env.spec`` keeps the kwargs, so ``gym.make(env.spec)`` rebuilds the same env.
+    """
+    spec = gym.spec(env_id.split(":", 1)[-1])  # "retro_atari_kit:RetroKit/..." names this module, imported
+    return gym.make(dataclasses.replace(spec, kwargs={**spec.kwargs, **kwargs}))
+
+
 def probe_env(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gym.Space]:
     """Build one env to validate the ID, its kwargs and ROM presence; returns (observation, action) spaces.
 
@@ -64,7 +79,7 @@ def probe_env(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gym.S
 
     check_env_id(env_id)
     try:
-        env = gym.make(env_id, **env_kwargs)
+        env = make_env(env_id, **env_kwargs)
     except (ValueError, TypeError, FileNotFoundError, KeyError, RuntimeError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RunError(f"cannot make {env_id}: {msg}") from exc

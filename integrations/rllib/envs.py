@@ -85,13 +85,11 @@ def check_nodes(env_id: str, env_kwargs: dict[str, Any] | None = None, timeout: 
 
     def probe(env: str, kw: dict) -> tuple[str, str]:
         try:
-            import gymnasium
-
-            import retro_atari_kit  # noqa: F401
+            from retro_atari_kit.registration import make_env
         except ImportError as exc:
             return "kit", str(exc)
         try:
-            gymnasium.make(env, **kw).close()
+            make_env(env, **kw).close()
         except Exception as exc:  # noqa: BLE001  (any failure is reported with its node)
             text = str(exc).strip().splitlines()
             return "env", text[0] if text else type(exc).__name__

@@ -54,12 +54,13 @@ def _require_ray() -> None:
 
 def _probe(env_id: str, env_kwargs: dict[str, Any]) -> tuple[tuple[int, ...], int]:
     """Make the env once here: validates the ID, kwargs and ROM; returns (obs shape, number of actions)."""
-    import gymnasium as gym
     from retro_atari_kit.integrations.rllib.envs import worker_env_id
+
+    from retro_atari_kit.registration import make_env
 
     kwargs = {k: v for k, v in env_kwargs.items() if k != "backend"}  # a vector-env kwarg only
     try:
-        env = gym.make(worker_env_id(env_id), **kwargs)
+        env = make_env(worker_env_id(env_id), **kwargs)
     except RunError:
         raise
     except Exception as exc:  # noqa: BLE001  (bad kwargs, missing ROM: one line)

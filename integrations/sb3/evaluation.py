@@ -32,12 +32,12 @@ def evaluate_model(
     """
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    import retro_atari_kit  # noqa: F401  (registers the IDs)
+    from retro_atari_kit.registration import make_env
 
     kwargs = dict(env_kwargs or {})
     n = 1 if is_retro_id(env_id) else max(1, min(max_envs, episodes))
     targets = [episodes // n + (1 if i < episodes % n else 0) for i in range(n)]
-    venv = DummyVecEnv([lambda: gym.make(env_id, **kwargs) for _ in range(n)])
+    venv = DummyVecEnv([lambda: make_env(env_id, **kwargs) for _ in range(n)])
     try:
         venv.seed(seed)
         obs = venv.reset()

@@ -45,14 +45,14 @@ def record_video(
     import cv2
     import imageio.v2 as imageio
 
-    import retro_atari_kit  # noqa: F401
+    from retro_atari_kit.registration import make_env
 
     root, ext = os.path.splitext(out)
     if ext.lower() not in (".mp4", ".gif", ".webm", ".mkv", ".avi"):
         raise ValueError(f"--out {out!r}: use a .mp4 or .gif file name")
     if ext.lower() != ".gif" and not has_ffmpeg():
         out = root + ".gif"
-    env = gym.make(env_id, **{**env_kwargs, "render_mode": "rgb_array"})
+    env = make_env(env_id, **{**env_kwargs, "render_mode": "rgb_array"})
     fps = 60 / max(1, int(env_kwargs.get("frame_skip", 4)))
     frames: list[np.ndarray] = []
     scores: list[float] = []

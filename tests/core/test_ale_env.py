@@ -190,3 +190,28 @@ def test_max_episode_steps_truncates_and_next_reset_starts_a_new_game():
     frames_played = ale.getEpisodeFrameNumber()
     env.reset()
     assert ale.getEpisodeFrameNumber() < frames_played, "a truncated episode restarts the game"
+
+
+def _first_cut(env, steps: int):
+    env.reset(seed=0)
+    for _ in range(steps):
+        _, _, term, trunc, info = env.step(0)
+        if term or trunc:
+            break
+    env.close()
+    assert trunc and not term
+    return info.get("episode")
+
+
+def test_make_env_puts_max_episode_steps_inside_the_stack():
+    # gym.make keeps max_episode_steps for its own TimeLimit around the whole stack: the cut game is never
+    # reported. make_env gives it to the kit's stack, below the true-score statistics: the cut game is.
+    from retro_atari_kit.registration import make_env
+
+    assert _first_cut(gym.make("RetroKit/Pong-v0", max_episode_steps=30), 30) is None
+    env = make_env("retro_atari_kit:RetroKit/Pong-v0", max_episode_steps=30)
+    assert env.spec.kwargs["max_episode_steps"] == 30
+    again = gym.make(env.spec)  # the spec rebuilds an env that cuts and reports the game the same way
+    for made in (env, again):
+        game = _first_cut(made, 30)
+        assert game is not None and game["l"] == 30

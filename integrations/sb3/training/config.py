@@ -13,13 +13,12 @@ import typing
 import warnings
 from typing import Any
 
-import gymnasium as gym
 from retro_atari_kit.integrations.sb3.algorithms import algo_class, constructor_params
 from retro_atari_kit.integrations.sb3.presets import allowed_keys, to_sb3_kwargs
 
 from retro_atari_kit.models import NETWORKS
 from retro_atari_kit.presets import PresetError, apply_overrides, get_preset
-from retro_atari_kit.registration import check_env_id
+from retro_atari_kit.registration import check_env_id, make_env
 from retro_atari_kit.runs import RunError, TrainSpec, new_config
 from retro_atari_kit.vector import BACKENDS
 
@@ -178,7 +177,7 @@ def check_model_builds(config: dict[str, Any]) -> None:
     policy = kwargs.pop("policy")
     if "buffer_size" in kwargs:
         kwargs["buffer_size"] = min(int(kwargs["buffer_size"]), 1_000)  # the probe needs no real replay
-    venv = DummyVecEnv([lambda: gym.make(config["env_id"], **config["env_kwargs"])])
+    venv = DummyVecEnv([lambda: make_env(config["env_id"], **config["env_kwargs"])])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. PPO's batch-size note for one env
