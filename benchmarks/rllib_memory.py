@@ -3,7 +3,10 @@
 ``replay``: fill RLlib's ``EpisodeReplayBuffer`` with ``--steps`` random-policy Pong transitions (no
 learning) and count the bytes of the stored observations per transition, for
 
-- ``kit``: ``algo_config("dqn", "RetroKit/Pong-v0")``: uint8 (4, 84, 84) frame stacks, as the env emits them;
+- ``kit``: ``algo_config("dqn", "RetroKit/Pong-v0")`` as shipped (``single_frame_replay``): one uint8
+  (1, 84, 84) frame per step, stacked by the kit's connector and replay buffer;
+- ``kit-stacks``: the same with ``single_frame_replay=False``: uint8 (4, 84, 84) frame stacks, as the env
+  emits them;
 - ``rllib``: RLlib's Atari DQN example stack (``rllib/examples/algorithms/dqn/atari_dqn.py``):
   ``wrap_atari_for_new_api_stack(..., framestack=None)`` (float32 64x64 single frames) with the
   frame-stacking connectors.
@@ -30,14 +33,19 @@ import numpy as np
 FLOOR = 84 * 84
 
 
-def _kit_dqn(capacity: int):
+def _kit_dqn(capacity: int, single_frame_replay: bool = True):
     from retro_atari_kit.integrations.rllib import algo_config
 
     return algo_config(
         "dqn", "RetroKit/Pong-v0", num_env_runners=0, num_steps_sampled_before_learning_starts=10**9,
         min_sample_timesteps_per_iteration=500, replay_buffer_config={"type": "EpisodeReplayBuffer",
                                                                        "capacity": capacity},
+        single_frame_replay=single_frame_replay,
     ).build_algo()  # fmt: skip
+
+
+def _kit_stacks_dqn(capacity: int):
+    return _kit_dqn(capacity, single_frame_replay=False)
 
 
 def _rllib_dqn(capacity: int):
@@ -78,7 +86,7 @@ def replay(steps: int) -> None:
     import ray
 
     print(f"replay memory after {steps} random-policy Pong transitions (EpisodeReplayBuffer)")
-    for name, make in (("kit", _kit_dqn), ("rllib", _rllib_dqn)):
+    for name, make in (("kit", _kit_dqn), ("kit-stacks", _kit_stacks_dqn), ("rllib", _rllib_dqn)):
         ray.init(num_cpus=2, include_dashboard=False, logging_level="error")
         try:
             algo = make(capacity=steps * 2)
@@ -91,7 +99,7 @@ def replay(steps: int) -> None:
                 obs_bytes, dtype, shape = obs_bytes + obs.nbytes, obs.dtype, obs.shape[1:]
             per = obs_bytes / buffer.get_num_timesteps()
             print(
-                f"  {name:5s} stores {dtype} {shape}: {per:8.0f} B per transition = {per / FLOOR:.2f}x the "
+                f"  {name:10s} stores {dtype} {shape}: {per:8.0f} B per transition = {per / FLOOR:.2f}x the "
                 f"7,056 B floor; 1M transitions: {per * 1e6 / 1e9:.1f} GB",
                 flush=True,
             )

@@ -47,6 +47,8 @@ REPORTING_KEYS = ("min_time_s_per_iteration", "min_sample_timesteps_per_iteratio
 # DQN settings RLlib passes to the module through its model config (they stay ``.training()`` keys too).
 DQN_MODULE_KEYS = ("dueling", "double_q", "epsilon", "num_atoms")
 
+STACKING_BUFFER = "retro_atari_kit.integrations.rllib.stacking.FrameStackEpisodeReplayBuffer"
+
 __all__ = ["ALGOS", "algo_config", "config_class"]
 
 
@@ -73,10 +75,12 @@ def algo_config(
     ``overrides`` replace preset values and may set: ``env_kwargs`` (dict for ``gym.make_vec``),
     ``seed``, runner keys (``num_env_runners``, ``num_envs_per_env_runner``, ``rollout_fragment_length``,
     ...), learner keys (``num_learners``, ``num_gpus_per_learner``, ...), module keys (``channels_last``,
-    ``encoder_kwargs``, DQN's ``dueling``), reporting keys (``min_time_s_per_iteration``) and any
-    ``.training()`` hyperparameter of the algorithm. PPO's ``train_batch_size_per_learner`` defaults to
-    ``rollout_fragment_length x envs`` over all runners (an on-policy batch is one rollout of every env).
-    Reward clipping by RLlib is off (the env clips). RunError (a ValueError) names a bad key or value.
+    ``encoder_kwargs``, DQN's ``dueling``), DQN's ``single_frame_replay`` (on in the presets: one frame per
+    step in replay, stacked by RLlib connectors, see :mod:`.stacking`), reporting keys
+    (``min_time_s_per_iteration``) and any ``.training()`` hyperparameter of the algorithm. PPO's
+    ``train_batch_size_per_learner`` defaults to ``rollout_fragment_length x envs`` over all runners (an
+    on-policy batch is one rollout of every env). Reward clipping by RLlib is off (the env clips).
+    RunError (a ValueError) names a bad key or value.
     """
     algo = algo.lower()
     cls = config_class(algo)
@@ -90,6 +94,8 @@ def algo_config(
     learners = {k: params.pop(k) for k in LEARNER_KEYS if k in params}
     learners.setdefault("num_learners", 0)  # the learner in the driver: no extra process on one machine
     reporting = {k: params.pop(k) for k in REPORTING_KEYS if k in params}
+    if params.pop("single_frame_replay", False):
+        env_kwargs = _single_frame_replay(algo, params, runners, env_kwargs)
     model = {"network": network, "q_learning": algo == "dqn"}
     model.update({k: params.pop(k) for k in MODULE_KEYS if k in params})
     if algo == "ppo" and "train_batch_size_per_learner" not in params:
@@ -112,6 +118,29 @@ def algo_config(
         model.update({k: getattr(config, k) for k in DQN_MODULE_KEYS})
     config.rl_module(rl_module_spec=RLModuleSpec(module_class=KitRLModule, model_config=model))
     return config
+
+
+def _single_frame_replay(
+    algo: str, params: dict[str, Any], runners: dict[str, Any], env_kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """Store one frame per step in DQN's replay and stack in RLlib instead of in the env (see
+    :mod:`.stacking`); returns the env kwargs the runners use (``frame_stack=1``)."""
+    from retro_atari_kit.integrations.rllib.stacking import StackerFactory
+
+    if algo != "dqn":
+        raise RunError(f"single_frame_replay is a DQN setting (replay); {algo} keeps no replay")
+    frames = int(env_kwargs.get("frame_stack", 4))
+    buffer = dict(params.get("replay_buffer_config") or {})
+    if buffer.get("type", "EpisodeReplayBuffer") not in ("EpisodeReplayBuffer", STACKING_BUFFER):
+        raise RunError(
+            f"single_frame_replay works with RLlib's EpisodeReplayBuffer, not {buffer['type']!r}; "
+            "set single_frame_replay=false to use it"
+        )
+    # a dotted path, as RLlib wants buffer types (it tests the name for "EpisodeReplayBuffer")
+    params["replay_buffer_config"] = {**buffer, "type": STACKING_BUFFER, "frames": frames}
+    # the runner keeps frames - 1 past frames when it cuts an episode, so every stack can be built
+    runners.update(env_to_module_connector=StackerFactory(frames), episode_lookback_horizon=frames - 1)
+    return {**env_kwargs, "frame_stack": 1}
 
 
 def _call(method: Any, kwargs: dict[str, Any], what: str) -> None:

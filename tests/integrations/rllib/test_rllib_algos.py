@@ -130,7 +130,8 @@ def test_uint8_in_normalised_once_and_true_scores(local_ray, algo_name):
 
 
 @pytest.mark.timeout(300)
-def test_dqn_trains_with_uint8_replay(local_ray):
+@pytest.mark.parametrize("single_frame_replay", [True, False], ids=["single-frames", "env-stacks"])
+def test_dqn_trains_with_uint8_replay(local_ray, single_frame_replay):
     cfg = algo_config(
         "dqn",
         ENV,
@@ -141,22 +142,30 @@ def test_dqn_trains_with_uint8_replay(local_ray):
         min_sample_timesteps_per_iteration=96,
         training_intensity=8,
         dueling=True,
+        single_frame_replay=single_frame_replay,
         env_kwargs=SHORT_GAMES,
     )
     algo = cfg.build_algo()
     try:
         module = algo.learner_group._learner.module["default_policy"]
+        acting = algo.env_runner.module  # the local runner (num_env_runners=0)
+        install_hooks(module)
+        install_hooks(acting)
         before = module.af.weight.detach().clone()
         results = [algo.train() for _ in range(2)]
+        # the module acts and learns on (B, 4, 84, 84) uint8 stacks either way
+        assert_uint8_once(acting.seen, "env runner")
+        assert_uint8_once(module.seen, "learner")
         assert math.isfinite(results[-1]["learners"]["default_policy"]["qf_loss"])
         assert not np.allclose(before.numpy(), module.af.weight.detach().numpy()), "no gradient step"
         assert hasattr(module, "vf"), "dueling=True must add the value stream"
         buffer = algo.local_replay_buffer
         episodes = list(buffer.episodes)
         assert episodes
+        stored = (1, 84, 84) if single_frame_replay else (4, 84, 84)  # what a step costs in replay
         for ep in episodes:
             obs = np.asarray(ep.get_observations())
-            assert obs.dtype == np.uint8 and obs.shape[1:] == (4, 84, 84)
+            assert obs.dtype == np.uint8 and obs.shape[1:] == stored
         assert games_of(results)
     finally:
         algo.stop()
