@@ -72,7 +72,7 @@ def load_target(target: str, env: str | None, env_kwargs: dict, device: str) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from retro_atari_kit.integrations.sb3.evaluation import evaluate_model, summarize
+    from retro_atari_kit.evaluation import evaluate_model, summarize
 
     model, path, env_id, env_kwargs = load_target(
         args.target, args.env, parse_env_kwargs(args.env_kwargs), args.device

@@ -23,7 +23,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retro_atari_kit.cli.evaluate import load_target
-    from retro_atari_kit.integrations.sb3.recording import record_video
+    from retro_atari_kit.recording import record_video
 
     model, _, env_id, env_kwargs = load_target(args.target, args.env, {}, args.device)
     out, scores = record_video(

@@ -113,7 +113,7 @@ class PeriodicEval(BaseCallback):
     def _on_step(self) -> bool:
         if self.num_timesteps < self.next_at:
             return True
-        from retro_atari_kit.integrations.sb3.evaluation import evaluate_model
+        from retro_atari_kit.evaluation import evaluate_model
 
         scores = evaluate_model(
             self.model,

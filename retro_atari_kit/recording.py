@@ -1,4 +1,5 @@
-"""Full-colour videos of an SB3 agent for ``retrokit record`` (imageio: mp4 with ffmpeg, GIF otherwise)."""
+"""Full-colour videos of an agent (anything with SB3's ``predict``) for ``retrokit record`` (imageio: mp4
+with ffmpeg, GIF otherwise)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""True-score evaluation of SB3 models for ``retrokit eval`` (whole games, unclipped rewards)."""
+"""True-score evaluation for ``retrokit eval`` and periodic evaluation during training (whole games,
+unclipped rewards). Engine-neutral: ``model`` is anything with SB3's ``predict`` signature (an SB3 model,
+the RLlib engine's ``KitPolicy``)."""
 
 from __future__ import annotations
 
@@ -30,17 +32,15 @@ def evaluate_model(
     Episodes are split evenly over up to ``max_envs`` envs (1 for stable-retro) so short games do not bias
     the mean.
     """
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
     from retro_atari_kit.registration import make_env
 
     kwargs = dict(env_kwargs or {})
     n = 1 if is_retro_id(env_id) else max(1, min(max_envs, episodes))
     targets = [episodes // n + (1 if i < episodes % n else 0) for i in range(n)]
-    venv = DummyVecEnv([lambda: make_env(env_id, **kwargs) for _ in range(n)])
+    envs = [make_env(env_id, **kwargs) for _ in range(n)]
     try:
-        venv.seed(seed)
-        obs = venv.reset()
+        # env i starts from seed + i and resets itself when a game ends, as SB3's vector envs do
+        obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
         done_counts = [0] * n
         scores: list[float] = []
         state = None
@@ -49,16 +49,19 @@ def evaluate_model(
             actions, state = model.predict(
                 obs, state=state, episode_start=starts, deterministic=deterministic
             )
-            obs, _, dones, infos = venv.step(actions)
-            starts = dones
-            for i, info in enumerate(infos):
-                ep = info.get("episode")
-                if ep is not None and done_counts[i] < targets[i]:
-                    scores.append(float(ep["r"]))
+            for i, env in enumerate(envs):
+                obs[i], _, terminated, truncated, info = env.step(actions[i])
+                starts[i] = terminated or truncated
+                if starts[i]:
+                    obs[i], _ = env.reset()
+                game = info.get("episode")
+                if game is not None and done_counts[i] < targets[i]:
+                    scores.append(float(game["r"]))
                     done_counts[i] += 1
         return scores
     finally:
-        venv.close()
+        for env in envs:
+            env.close()
 
 
 def summarize(scores: list[float]) -> dict[str, float]:
