@@ -21,8 +21,9 @@ SHORT_GAMES = {"max_episode_steps": 40}
 SMALL = dict(num_env_runners=1, num_envs_per_env_runner=2, rollout_fragment_length=32, env_kwargs=SHORT_GAMES)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def local_ray():
+    # a fresh Ray per test: an asynchronous algorithm's actors may still hold the CPUs after algo.stop()
     ray.init(num_cpus=2, include_dashboard=False, logging_level="warning")
     yield
     ray.shutdown()
@@ -103,7 +104,8 @@ def test_uint8_in_normalised_once_and_true_scores(local_ray, algo_name):
 
         def done(results):
             learned = any(r.get("learners", {}).get("default_policy") for r in results)
-            return learned and games_of(results) and len(results) >= 2
+            # APPO / IMPALA learn asynchronously: wait until the hooked learner module has run an update
+            return learned and games_of(results) and len(results) >= 2 and all(seen_by(algo))
 
         results = train_until(algo, done)
         runner, learner = seen_by(algo)
