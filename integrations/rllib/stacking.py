@@ -112,6 +112,7 @@ class FrameStackEpisodeReplayBuffer(EpisodeReplayBuffer):
     def __init__(self, capacity: int = 10000, *, frames: int = 4, **kwargs: Any) -> None:
         super().__init__(capacity, **kwargs)
         self.frames = int(frames)
+        self._stacked_space: gym.spaces.Box | None = None  # every stored episode has the env's frame space
 
     def sample(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs.get("sample_episodes") or kwargs.get("batch_length_T"):
@@ -130,9 +131,8 @@ class FrameStackEpisodeReplayBuffer(EpisodeReplayBuffer):
         t = chunk.t_started
         n = int(chunk.get_extra_model_outputs("n_step", 0))
         pair = [frames_at(stored, t, self.frames), frames_at(stored, min(t + n, len(stored)), self.frames)]
-        space = stacked_space(stored.observation_space, self.frames) if stored.observation_space else None
-        chunk.observations = InfiniteLookbackBuffer(
-            np.stack(pair) if to_numpy else pair, lookback=0, space=space
-        )
-        if space is not None:
-            chunk.observation_space = space
+        chunk.observations = InfiniteLookbackBuffer(np.stack(pair) if to_numpy else pair, lookback=0)
+        if stored.observation_space is not None:
+            if self._stacked_space is None:  # built once, not for each of the batch's transitions
+                self._stacked_space = stacked_space(stored.observation_space, self.frames)
+            chunk.observation_space = self._stacked_space  # sets the observations' space too
