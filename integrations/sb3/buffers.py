@@ -24,6 +24,12 @@ buffer skips one.
 Memory for 1M transitions of Pong (84x84 gray, 4 stacked): ~7.1 GB (``estimate_nbytes``); SB3's
 ``ReplayBuffer`` ~56 GB, ~28 GB with ``optimize_memory_usage``.
 
+With ``n_steps > 1`` (SB3's ``n_steps`` for DQN, passed as ``replay_buffer_kwargs``; the kit's presets do
+that for you) a sample is an n-step transition: the discounted sum of up to ``n_steps`` rewards, the
+observation ``n_steps`` later and ``discounts = gamma ** m`` for the ``m`` rewards summed. The window stops at
+the episode's end (terminated or truncated) and at the newest stored transition, as SB3's
+``NStepReplayBuffer``, whose samples these equal.
+
 On CUDA, samples are gathered straight into pinned (page-locked) host memory from torch's caching host
 allocator and copied with ``non_blocking=True``; observations cross as uint8.
 
@@ -57,6 +63,8 @@ class CompactReplayBuffer(ReplayBuffer):
         every frame once)
     :param handle_timeout_termination: as SB3: time-limit truncation is not a terminal state
     :param frame_channels: channels per frame (1 for grayscale, 3 for RGB stacks)
+    :param n_steps: rewards summed per sample (1: plain one-step transitions)
+    :param gamma: discount of the n-step sum (only used with ``n_steps > 1``)
     """
 
     def __init__(
@@ -69,7 +77,13 @@ class CompactReplayBuffer(ReplayBuffer):
         optimize_memory_usage: bool = False,
         handle_timeout_termination: bool = True,
         frame_channels: int = 1,
+        n_steps: int = 1,
+        gamma: float = 0.99,
     ) -> None:
+        if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
+            raise ValueError(f"n_steps={n_steps!r} must be a positive int")
+        if not 0.0 < gamma <= 1.0:
+            raise ValueError(f"gamma={gamma!r} must be in (0, 1]")
         stack, c, h, w = self._check_space(observation_space, frame_channels)
         # BaseBuffer only: ReplayBuffer.__init__ would allocate full obs / next_obs arrays
         BaseBuffer.__init__(self, buffer_size, observation_space, action_space, device, n_envs=n_envs)
@@ -80,6 +94,8 @@ class CompactReplayBuffer(ReplayBuffer):
                 f"stacked frames; use at least {(stack + 2) * n_envs}"
             )
         self.optimize_memory_usage = False
+        self.n_steps = n_steps
+        self.gamma = gamma
         self.handle_timeout_termination = handle_timeout_termination
         self.stack = stack
         self.frame_channels = c
@@ -294,35 +310,59 @@ class CompactReplayBuffer(ReplayBuffer):
         hist = self.history[batch_inds, env_inds].astype(np.int64)
         pad = self.zero_pad[batch_inds, env_inds]
         self._stack(batch_inds, env_inds, hist, pad, obs_np)
-        # next_obs: the same episode one step on; its newest frame is the next slot's, or the terminal frame
-        self._stack(batch_inds + 1, env_inds, np.minimum(hist + 1, self.stack - 1), pad, next_np)
-        term = self.terminal_index[batch_inds, env_inds]
+        if self.n_steps == 1:
+            last, discounts = batch_inds, None
+            rewards = self.rewards[batch_inds, env_inds].reshape(-1, 1)
+            if env is not None:
+                rewards = self._normalize_reward(rewards, env)
+            timeouts = self.timeouts[last, env_inds]
+        else:
+            offset, rewards, discounts, timeouts = self._n_step(batch_inds, env_inds, env)
+            last = (batch_inds + offset) % self.buffer_size
+            hist = hist + offset
+        # next_obs: the same episode one step past `last`; its newest frame is the next slot's, or the
+        # terminal frame
+        self._stack(last + 1, env_inds, np.minimum(hist + 1, self.stack - 1), pad, next_np)
+        term = self.terminal_index[last, env_inds]
         ended = term >= 0
         if ended.any():
             next_np[ended, -self.frame_channels :] = self.terminal_frames[term[ended]]
-        dones = (self.dones[batch_inds, env_inds] * (1 - self.timeouts[batch_inds, env_inds])).reshape(-1, 1)
-        rewards = self.rewards[batch_inds, env_inds].reshape(-1, 1)
+        dones = (self.dones[last, env_inds] * (1 - timeouts)).reshape(-1, 1)
         actions = self.actions[batch_inds, env_inds]
         if env is not None:  # VecNormalize: SB3's own conversion (gives float observations)
-            return ReplayBufferSamples(
-                *map(
-                    self.to_torch,
-                    (
-                        self._normalize_obs(obs_np, env),
-                        actions,
-                        self._normalize_obs(next_np, env),
-                        dones,
-                        self._normalize_reward(rewards, env),
-                    ),
-                )
-            )
-        return ReplayBufferSamples(
-            self._move(obs_t, cuda),
-            self._move_np(actions, cuda),
-            self._move(next_t, cuda),
-            self._move_np(dones, cuda),
-            self._move_np(rewards, cuda),
-        )
+            obs_out = self.to_torch(self._normalize_obs(obs_np, env))
+            next_out = self.to_torch(self._normalize_obs(next_np, env))
+            actions_t, dones_t, rewards_t = map(self.to_torch, (actions, dones, rewards))
+        else:
+            obs_out, next_out = self._move(obs_t, cuda), self._move(next_t, cuda)
+            actions_t, dones_t, rewards_t = (self._move_np(a, cuda) for a in (actions, dones, rewards))
+        discounts_t = None if discounts is None else self._move_np(discounts, cuda)
+        return ReplayBufferSamples(obs_out, actions_t, next_out, dones_t, rewards_t, discounts_t)
+
+    def _n_step(
+        self, batch_inds: np.ndarray, env_inds: np.ndarray, env: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For each sample: how many slots past its own the n-step window ends (0..n-1), the discounted
+        reward sum, ``gamma ** rewards summed`` and the time-limit flag of the window's last slot."""
+        n, b = self.n_steps, self.buffer_size
+        window = (batch_inds[:, None] + np.arange(n)[None, :]) % b
+        envs = env_inds[:, None]
+        timeouts = self.timeouts[window, envs]
+        # the newest stored transition ends every window: the slots after it hold older, unrelated data;
+        # it counts as a truncation there (bootstrap from its next obs), as in SB3's NStepReplayBuffer
+        newest = window == (self.pos - 1) % b
+        timeouts = np.where(newest & (self.dones[window, envs] == 0), 1.0, timeouts).astype(np.float32)
+        # an episode also ends where its next frame sits in the side store (reset without a done)
+        ends = (self.dones[window, envs] > 0) | (timeouts > 0) | (self.terminal_index[window, envs] >= 0)
+        offset = np.where(ends.any(axis=1), ends.argmax(axis=1), n - 1)
+        summed = np.arange(n)[None, :] <= offset[:, None]
+        rewards = self.rewards[window, envs]
+        if env is not None:
+            rewards = self._normalize_reward(rewards, env)
+        powers = self.gamma ** np.arange(n, dtype=np.float32)
+        returns = (rewards * powers * summed).sum(axis=1, keepdims=True).astype(np.float32)
+        discounts = self.gamma ** summed.sum(axis=1, keepdims=True).astype(np.float32)
+        return offset, returns, discounts, timeouts[np.arange(len(offset)), offset]
 
     @staticmethod
     def _host(shape: tuple[int, ...], dtype: torch.dtype, cuda: bool) -> torch.Tensor:

@@ -125,11 +125,25 @@ def to_sb3_kwargs(preset: Mapping[str, Any], network: str | None = "nature") -> 
             pk[key] = import_dotted(pk[key])
     if pk or "policy_kwargs" in kw:
         kw["policy_kwargs"] = pk
+    _route_n_steps(kw)
     kw.setdefault("policy", "CnnPolicy")
     # a dotted class path (the kit's policy) is imported; SB3's aliases such as "CnnPolicy" stay strings
     if isinstance(kw["policy"], str) and "." in kw["policy"]:
         kw["policy"] = import_dotted(kw["policy"])
     return kw
+
+
+def _route_n_steps(kw: dict[str, Any]) -> None:
+    """DQN's ``n_steps`` > 1 with the preset's own ``replay_buffer_class``: SB3 sets n-step returns up only
+    for its default buffer and ignores ``n_steps`` (with a warning) otherwise, so hand ``n_steps`` and
+    ``gamma`` to the buffer, which computes the n-step samples."""
+    n_steps = kw.get("n_steps", 1)
+    if "replay_buffer_class" not in kw or n_steps == 1:
+        return
+    buffer_kwargs = dict(kw.get("replay_buffer_kwargs") or {})
+    buffer_kwargs.setdefault("n_steps", kw.pop("n_steps"))
+    buffer_kwargs.setdefault("gamma", kw.get("gamma", 0.99))
+    kw["replay_buffer_kwargs"] = buffer_kwargs
 
 
 def allowed_keys(algo: str | None, preset: Mapping[str, Any]) -> set[str]:

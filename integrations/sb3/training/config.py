@@ -13,7 +13,7 @@ import typing
 import warnings
 from typing import Any
 
-from retro_atari_kit.integrations.sb3.algorithms import algo_class, constructor_params
+from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class, constructor_params
 from retro_atari_kit.integrations.sb3.presets import allowed_keys, to_sb3_kwargs
 
 from retro_atari_kit.models import NETWORKS
@@ -78,8 +78,10 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
     preset_n_envs = hp.pop("n_envs", None)
     hp.pop("n_timesteps", None)
     n_envs = spec.n_envs or os.cpu_count() or 1  # one env per CPU
-    if not spec.n_envs and hp.get("parallel_play") and preset_n_envs:  # the preset's envs (one
-        n_envs = preset_n_envs  # play process steps them all, and n_envs sets the updates per env step)
+    if not spec.n_envs and preset_n_envs and (algo in OFF_POLICY or hp.get("parallel_play")):
+        # off-policy: n_envs sets the updates per env step (train_freq counts vector steps), so the
+        # preset's envs, not one per CPU
+        n_envs = preset_n_envs
     if int(n_envs) < 1:
         raise RunError(f"--n-envs must be >= 1, got {n_envs}")
     if spec.checkpoint_every < 0 or spec.eval_every < 0:

@@ -58,6 +58,7 @@ def test_zoo_defaults():
     assert (pong["exploration_initial_eps"], pong["exploration_final_eps"]) == (1.0, 0.02)
     assert pong["exploration_fraction"] * pong["n_timesteps"] == 100_000  # epsilon decays over 100k steps
     assert (pong["target_update_interval"], pong["learning_rate"]) == (1000, 1e-4)
+    assert pong["n_steps"] == 2 and pong["train_freq"] == 1  # 2-step returns, one update per env step
 
 
 def test_unknown_algo_or_name_names_the_choices():
@@ -146,3 +147,6 @@ def test_presets_feed_the_training_cli_resolution():
     cfg = resolve_config(TrainSpec(algo="dqn", env_id="RetroKit/Pong-v0", preset="pong-dqn"))
     assert cfg["hyperparams"]["learning_starts"] == 10_000 and cfg["engine"] == "sb3"
     assert algo_kwargs(cfg)["replay_buffer_class"] is CompactReplayBuffer
+    # the preset's one env (n_envs sets the updates per env step), whatever the CPU count
+    assert cfg["n_envs"] == 1
+    assert algo_kwargs(cfg)["replay_buffer_kwargs"] == {"n_steps": 2, "gamma": 0.99}

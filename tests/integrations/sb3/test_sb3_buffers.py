@@ -8,7 +8,7 @@ import pytest
 import torch
 from retro_atari_kit.integrations.sb3 import CompactReplayBuffer
 from stable_baselines3 import DQN
-from stable_baselines3.common.buffers import ReplayBuffer
+from stable_baselines3.common.buffers import NStepReplayBuffer, ReplayBuffer
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 
@@ -46,8 +46,11 @@ def _assert_same(compact: CompactReplayBuffer, plain: ReplayBuffer, inds: np.nda
     np.random.seed(seed)
     b = plain._get_samples(inds)
     assert a.observations.dtype == torch.uint8 and a.next_observations.dtype == torch.uint8
-    for name in ("observations", "next_observations", "actions", "rewards", "dones"):
+    for name in ("observations", "next_observations", "actions", "rewards", "dones", "discounts"):
         x, y = getattr(a, name), getattr(b, name)
+        if x is None or y is None:
+            assert x is None and y is None, name
+            continue
         assert x.shape == y.shape and x.dtype == y.dtype, name
         assert torch.equal(x, y), name
 
@@ -78,6 +81,59 @@ def test_samples_equal_sb3_replay_buffer(n_envs):
     timeout = compact.timeouts[valid, env_inds]
     assert raw_done.sum() > 0
     np.testing.assert_array_equal(s.dones.numpy().ravel(), raw_done * (1 - timeout))
+
+
+@pytest.mark.parametrize("n_envs, n_steps", [(1, 2), (4, 3)])
+def test_n_step_samples_equal_sb3_n_step_buffer(n_envs, n_steps):
+    """n-step returns, discounts, next obs and dones as SB3's NStepReplayBuffer, across terminations,
+    truncations, the wrap-around and the newest transition."""
+    venv = _venv(n_envs)
+    size = 60 * n_envs
+    kw = dict(
+        observation_space=venv.observation_space, action_space=venv.action_space, device="cpu", n_envs=n_envs
+    )
+    compact = CompactReplayBuffer(size, n_steps=n_steps, gamma=0.9, **kw)
+    plain = NStepReplayBuffer(size, n_steps=n_steps, gamma=0.9, **kw)
+    counts = _fill([compact, plain], venv, 150, seed=1)
+    venv.close()
+    assert compact.full and counts["terminated"] > 0 and counts["truncated"] > 0, counts
+    valid = compact.valid_indices()
+    _assert_same(compact, plain, np.repeat(valid, 2 * n_envs), seed=1)
+    np.random.seed(4)
+    s = compact._get_samples(valid)
+    # some windows sum all n rewards, some stop early at an episode end
+    assert set(np.round(np.log(s.discounts.numpy().ravel()) / np.log(0.9)).astype(int)) == set(
+        range(1, n_steps + 1)
+    )
+
+
+def test_n_step_before_wrap_stops_at_newest_transition():
+    venv = _venv(2)
+    kw = dict(
+        observation_space=venv.observation_space, action_space=venv.action_space, device="cpu", n_envs=2
+    )
+    compact = CompactReplayBuffer(400, n_steps=3, **kw)
+    plain = NStepReplayBuffer(400, n_steps=3, **kw)
+    _fill([compact, plain], venv, 57, seed=5)
+    venv.close()
+    _assert_same(compact, plain, np.arange(57), seed=0)
+
+
+def test_dqn_n_steps_reaches_compact_buffer():
+    """The preset's n_steps goes to the kit's buffer (SB3 would ignore it for a custom buffer class)."""
+    from retro_atari_kit.integrations.sb3.presets import to_sb3_kwargs
+
+    kw = to_sb3_kwargs(
+        {"replay_buffer_class": "retro_atari_kit.integrations.sb3.buffers.CompactReplayBuffer", "n_steps": 2},
+        network="nature",
+    )
+    assert "n_steps" not in kw and kw["replay_buffer_kwargs"] == {"n_steps": 2, "gamma": 0.99}
+    venv = _venv(1, max_episode_steps=40)
+    model = DQN(env=venv, buffer_size=400, learning_starts=50, batch_size=16, device="cpu", seed=0, **kw)
+    model.learn(100)
+    rb = model.replay_buffer
+    assert isinstance(rb, CompactReplayBuffer) and rb.n_steps == 2 and model._n_updates > 0
+    venv.close()
 
 
 def test_sample_before_wrap_and_newest_transition():
