@@ -10,6 +10,7 @@ from retro_atari_kit.integrations.sb3 import (
     CompactReplayBuffer,
     ImpalaCNN,
     KitCnnPolicy,
+    KitDQNPolicy,
     NatureCNN,
     get_preset,
     list_presets,
@@ -113,7 +114,8 @@ def test_sb3_kwargs_resolve_classes_and_network():
     dqn = to_sb3_kwargs(get_preset("dqn", "pong-dqn"), network="impala")
     assert dqn["replay_buffer_class"] is CompactReplayBuffer
     assert dqn["policy_kwargs"]["features_extractor_class"] is ImpalaCNN
-    assert dqn["policy"] == "CnnPolicy"  # SB3's alias stays a string
+    assert dqn["policy"] is KitDQNPolicy
+    assert to_sb3_kwargs(get_preset("dqn"))["policy"] == "CnnPolicy"  # SB3's alias stays a string
     assert to_sb3_kwargs(get_preset("ppo"))["policy_kwargs"]["features_extractor_class"] is NatureCNN
     mine = to_sb3_kwargs({"policy_kwargs": {"net_arch": []}}, network=None)  # None: policy_kwargs as given
     assert mine == {"policy": "CnnPolicy", "policy_kwargs": {"net_arch": []}}
