@@ -42,6 +42,10 @@ class KitVecEnv(VecEnv):
         self._actions: np.ndarray | None = None
         self.closed = False
         super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
+        # SB3's base class keeps only render_modes; VecVideoRecorder reads render_fps from here (its
+        # default, 30, would play the kit's one-frame-per-agent-step videos at twice the real speed)
+        if "render_fps" in venv.metadata:
+            self.metadata["render_fps"] = venv.metadata["render_fps"]
 
     @property
     def backend(self) -> str:
@@ -65,9 +69,10 @@ class KitVecEnv(VecEnv):
         for i in np.flatnonzero(dones):
             infos[i]["terminal_observation"] = info["final_obs"][i]
             infos[i]["TimeLimit.truncated"] = bool(truncations[i] and not terminations[i])
-        if "_episode" in info:
-            episode = info["episode"]
-            for i in np.flatnonzero(info["_episode"]):
+        final_info = info.get("final_info", {})  # SAME_STEP: the ending step's info, under gymnasium's key
+        if "_episode" in final_info:
+            episode = final_info["episode"]
+            for i in np.flatnonzero(final_info["_episode"]):
                 stats = {"r": float(episode["r"][i]), "l": int(episode["l"][i]), "t": float(episode["t"][i])}
                 infos[i]["episode"] = stats
                 if self.monitor is not None:

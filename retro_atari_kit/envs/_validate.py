@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from typing import Any
 
@@ -9,13 +10,25 @@ Box = tuple[int, int, int, int]
 
 
 def reject_unknown(env_id: str, given: dict[str, Any], allowed: Iterable[str]) -> None:
-    """Raise ``TypeError`` naming every kwarg not in ``allowed`` and listing the allowed ones."""
-    unknown = sorted(set(given) - set(allowed))
-    if unknown:
-        raise TypeError(
-            f"{env_id}: unknown kwarg(s) {', '.join(map(repr, unknown))}; "
-            f"allowed: {', '.join(sorted(allowed))}"
-        )
+    """Raise ``TypeError`` for kwargs not in ``allowed``, in Python's own wording plus a hint.
+
+    The message starts like Python's ``f() got an unexpected keyword argument 'x'`` (first unknown kwarg
+    in call order) because clients match that wording: TorchRL's ``GymEnv`` passes ``frameskip`` and drops
+    it only when the error says ``unexpected keyword argument 'frameskip'``. Then it names a close match,
+    any other unknown kwargs and the allowed ones.
+    """
+    allowed = sorted(allowed)
+    unknown = [name for name in given if name not in allowed]
+    if not unknown:
+        return
+    first = unknown[0]
+    message = f"{env_id} got an unexpected keyword argument {first!r}"
+    close = difflib.get_close_matches(str(first), allowed, n=1)
+    if close:
+        message += f" (did you mean {close[0]!r}?)"
+    if len(unknown) > 1:
+        message += f"; also unexpected: {', '.join(map(repr, unknown[1:]))}"
+    raise TypeError(f"{message}; allowed: {', '.join(allowed)}")
 
 
 def check_int(name: str, value: Any, minimum: int) -> int:

@@ -82,9 +82,10 @@ def make_vector_env(
     ``kwargs`` are the per-env kwargs of ``gym.make`` (``noop_max``, ``frame_stack``, ...). ``backend``
     picks the implementation (see the module docstring); ``vectorization_mode`` is accepted as an alias
     of ``backend`` for the kit's own backends. ``autoreset_mode`` is gymnasium's (``NEXT_STEP`` default,
-    or ``SAME_STEP``). ``start_method`` (``"forkserver"`` default, ``"spawn"``, ``"fork"``) applies to the
-    subprocess backend. Observations are uint8 ``(num_envs, frame_stack, 84, 84)`` and equal those of
-    ``num_envs`` ``gym.make`` envs; reset with ``seed=s`` seeds env ``i`` with ``s + i``.
+    ``SAME_STEP`` or ``DISABLED``, with gymnasium's info layout; see :class:`StackedVectorEnv`).
+    ``start_method`` (``"forkserver"`` default, ``"spawn"``, ``"fork"``) applies to the subprocess backend.
+    Observations are uint8 ``(num_envs, frame_stack, 84, 84)`` and equal those of ``num_envs``
+    ``gym.make`` envs; reset with ``seed=s`` seeds env ``i`` with ``s + i``.
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
@@ -94,8 +95,8 @@ def make_vector_env(
         autoreset_mode = AutoresetMode(autoreset_mode)
     except ValueError:
         raise ValueError(
-            "autoreset_mode must be AutoresetMode.NEXT_STEP ('NextStep') or AutoresetMode.SAME_STEP "
-            f"('SameStep'); got {autoreset_mode!r}"
+            "autoreset_mode must be AutoresetMode.NEXT_STEP ('NextStep'), AutoresetMode.SAME_STEP "
+            f"('SameStep') or AutoresetMode.DISABLED ('Disabled'); got {autoreset_mode!r}"
         ) from None
     kind = game_kind(game)
     cfg = _validated(game, kind, kwargs)  # one clear error here, before any worker starts

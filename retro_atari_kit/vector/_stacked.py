@@ -56,11 +56,18 @@ class StackedVectorEnv(VectorEnv):
     """A gymnasium ``VectorEnv`` over a frame driver, stacking ``frame_stack`` frames in this process.
 
     Observations equal those of N ``gym.make`` envs: ``(N, k*C, H, W)`` uint8, oldest frame first, the
-    first frame repeated ``k`` times after a reset. Autoreset follows gymnasium's ``autoreset_mode``:
-    ``NEXT_STEP`` (default; the step after an episode end resets that env, ignoring its action, and returns
-    reward 0) or ``SAME_STEP`` (the env is reset within the ending step; ``info["final_obs"]`` and
-    ``info["final_info"]`` hold the last observation and info). ``info["episode"]`` (true game score) is
-    present, with mask ``info["_episode"]``, only for envs whose real game ended on this step.
+    first frame repeated ``k`` times after a reset. Autoreset follows gymnasium's ``autoreset_mode`` and
+    its info layout (that of gymnasium's ``SyncVectorEnv`` over ``gym.make`` envs):
+
+    - ``NEXT_STEP`` (default): the step after an episode end resets that env, ignoring its action, and
+      returns reward 0. ``info["episode"]`` (true game score), with mask ``info["_episode"]``, is present
+      on the step where an env's real game ended.
+    - ``SAME_STEP``: the env is reset within the ending step, which returns the reset observation; the top
+      level of ``info`` holds the reset info, ``info["final_obs"]`` and ``info["final_info"]`` (with their
+      ``_`` masks) the last observation and info, so the true score is ``info["final_info"]["episode"]``.
+    - ``DISABLED``: never resets by itself; ``reset(options={"reset_mask": mask})`` resets only the envs
+      in ``mask`` (the others keep their state and observation). Stepping an env whose episode ended
+      without resetting it steps the finished episode, as with gymnasium's own vector envs.
     """
 
     def __init__(self, driver: Driver, frame_stack: int, autoreset_mode: AutoresetMode | str, backend: str):
@@ -68,8 +75,6 @@ class StackedVectorEnv(VectorEnv):
         self.backend = backend
         self.num_envs = driver.num_envs
         self.autoreset_mode = AutoresetMode(autoreset_mode)
-        if self.autoreset_mode == AutoresetMode.DISABLED:
-            raise ValueError("autoreset_mode must be 'NextStep' or 'SameStep'; 'Disabled' is not supported")
         self.metadata = {**dict(driver.metadata), "autoreset_mode": self.autoreset_mode}
         self.render_mode = driver.metadata.get("render_mode")
         channels, height, width = driver.frame_space.shape
@@ -104,12 +109,21 @@ class StackedVectorEnv(VectorEnv):
 
     # -- gymnasium API -----------------------------------------------------------------------------
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
-        """Reset every env (or those in ``options["reset_mask"]``); an int seed gives env i ``seed + i``."""
+        """Reset every env, or only those in ``options["reset_mask"]`` (a bool array of shape ``(N,)``).
+
+        Seeds as gymnasium's vector envs: an int ``s`` gives env ``i`` the seed ``s + i`` (also with a mask,
+        where only the masked envs use theirs); a list gives one seed per env. The other options go to
+        every reset env. Unmasked envs keep their observation, which the returned batch repeats.
+        """
         self._check_open()
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
-        indices = list(range(self.num_envs)) if mask is None else [int(i) for i in np.flatnonzero(mask)]
-        seeds = resolve_seeds(seed, self.num_envs) if mask is None else resolve_seeds(seed, len(indices))
+        seeds = resolve_seeds(seed, self.num_envs)
+        if mask is None:
+            indices = list(range(self.num_envs))
+        else:
+            indices = [int(i) for i in np.flatnonzero(self._check_reset_mask(mask))]
+            seeds = [seeds[i] for i in indices]
         env_infos = self.driver.reset(indices, seeds, options or None)
         infos: dict[str, Any] = {}
         for i, info in zip(indices, env_infos, strict=True):
@@ -117,6 +131,18 @@ class StackedVectorEnv(VectorEnv):
             self._autoreset[i] = False
             infos = self._add_info(infos, info, i)
         return self._stacks.copy(), infos
+
+    def _check_reset_mask(self, mask: Any) -> np.ndarray:
+        """gymnasium's rules for ``reset_mask``, as one clear error instead of an assertion."""
+        n = self.num_envs
+        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (n,):
+            got = f"{type(mask).__name__}" + (
+                f" of dtype {mask.dtype} and shape {mask.shape}" if isinstance(mask, np.ndarray) else ""
+            )
+            raise ValueError(f"options['reset_mask'] must be a numpy bool array of shape ({n},); got {got}")
+        if not mask.any():
+            raise ValueError("options['reset_mask'] selects no env: set at least one True, or skip the reset")
+        return mask
 
     def step(self, actions):
         self._check_open()
@@ -132,8 +158,6 @@ class StackedVectorEnv(VectorEnv):
             for i, (frame, final_info) in finals.items():
                 final_obs = np.concatenate([self._stacks[i, c:], frame], axis=0)
                 infos = self._add_info(infos, {"final_obs": final_obs, "final_info": final_info}, i)
-                if "episode" in final_info:  # the true score stays visible at the top level
-                    infos = self._add_info(infos, {"episode": final_info["episode"]}, i)
                 self._fill(i, self.driver.frames[i])
                 stepped[i] = False
         if stepped.any():
@@ -141,8 +165,8 @@ class StackedVectorEnv(VectorEnv):
         for i in np.flatnonzero(reset_mask):
             self._fill(int(i), self.driver.frames[i])
         infos = self._batch_infos(infos, env_infos)
-        done = terminations | truncations
-        self._autoreset = done if not same_step else np.zeros(self.num_envs, dtype=bool)
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            self._autoreset = terminations | truncations
         return self._stacks.copy(), rewards, terminations, truncations, infos
 
     def _batch_infos(self, infos: dict[str, Any], env_infos: list[dict]) -> dict[str, Any]:

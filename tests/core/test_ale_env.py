@@ -133,7 +133,11 @@ def test_crop_score_true_uses_catalog_box_and_explicit_box_works():
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"frame_skp": 4}, TypeError, "unknown kwarg(s) 'frame_skp'; allowed: clip_reward"),
+        (
+            {"frame_skp": 4},
+            TypeError,
+            "got an unexpected keyword argument 'frame_skp' (did you mean 'frame_skip'?); allowed: clip",
+        ),
         ({"frame_skip": 0}, ValueError, "frame_skip must be an int >= 1"),
         ({"frame_skip": 2.5}, TypeError, "frame_skip must be an int >= 1"),
         ({"noop_max": -1}, ValueError, "noop_max must be an int >= 0"),
