@@ -27,7 +27,12 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
-from retro_atari_kit.processes import default_start_method, end_process, picklable_exception
+from retro_atari_kit.processes import (
+    default_start_method,
+    end_process,
+    picklable_exception,
+    worker_start_hint,
+)
 
 START_TIMEOUT = 120.0  # seconds for a worker to import the kit and start its emulator (2 busy cores)
 
@@ -136,6 +141,7 @@ class RetroWorkerEnv(gym.Env):
         if start_method not in ("forkserver", "spawn"):
             raise ValueError(f"start_method must be 'forkserver' or 'spawn', got {start_method!r}")
         self.env_id = env_id
+        self._start_method = start_method
         self._closed = False
         self._broken: EnvWorkerDiedError | None = None
         self._base_spec: EnvSpec | None = None
@@ -252,11 +258,7 @@ class RetroWorkerEnv(gym.Env):
             killed = code is not None and code < 0
             why = f"was killed by signal {-code}" if killed else f"exited (code {code})"
         if not self._started:
-            # the usual cause: the worker imports the user's main script again, which makes envs itself
-            why += (
-                " while starting. The worker imports your main script again: put the code that creates envs "
-                'under `if __name__ == "__main__":` (the worker\'s traceback is printed above)'
-            )
+            why += f" while starting. {worker_start_hint(self._start_method)}"
         self._broken = EnvWorkerDiedError(
             f"{self.env_id}: the worker process (pid {self._proc.pid}) hosting this env {why}. stable-retro "
             "allows one emulator per process, so this env ran in its own process. The env is closed: make a "

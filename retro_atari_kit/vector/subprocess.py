@@ -23,7 +23,12 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from retro_atari_kit.processes import default_start_method, end_process, picklable_exception
+from retro_atari_kit.processes import (
+    default_start_method,
+    end_process,
+    picklable_exception,
+    worker_start_hint,
+)
 from retro_atari_kit.vector._factory import EnvFactory
 from retro_atari_kit.vector._stacked import Seeds, StackedVectorEnv
 
@@ -186,13 +191,7 @@ class SubprocessDriver:
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
         message = f"env rank {rank}: its worker process (pid {proc.pid}) {how}"
         if not self.started and self.start_method != "fork":
-            # The usual cause: a script without a main guard. Under forkserver/spawn each worker imports the
-            # main script again, which tries to start workers of its own and fails while bootstrapping.
-            message += (
-                f" while starting. With start method {self.start_method!r} every worker imports your main "
-                'script again: put the code that creates the vector env under `if __name__ == "__main__":`'
-                " (the worker's traceback is printed above)"
-            )
+            message += f" while starting. {worker_start_hint(self.start_method)}"
         return WorkerDiedError(rank, message + "; the vector env is closed, make a new one")
 
     def _fail(self, exc: BaseException) -> None:
