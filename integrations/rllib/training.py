@@ -19,10 +19,12 @@ from retro_atari_kit.integrations.rllib.hyperparams import ALGOS, get_preset, wi
 from retro_atari_kit.integrations.rllib.policy import POLICY_FILE, load_model, policy_payload
 
 from retro_atari_kit.runs import (
+    CONFIG_FILE,
     RunError,
-    RunLock,
+    StopRequest,
     TrainSpec,
     atomic_write,
+    begin_segment,
     checkpoint_path,
     create_run_dir,
     default_run_dir,
@@ -33,9 +35,8 @@ from retro_atari_kit.runs import (
     new_config,
     open_for_resume,
     publish_final_model,
-    resume_segment,
-    set_aside_orphaned_logs,
     set_total_timesteps,
+    training_session,
     write_config,
 )
 
@@ -143,9 +144,17 @@ def prepare_resume(
             f"{run_dir} was trained with --engine {config.get('engine')}; resume it with that engine"
         )
     _require_ray()
+    from retro_atari_kit.integrations.rllib import resume
+
     ckpts = [c for c in list_checkpoints(run_dir) if os.path.isfile(os.path.join(c[1], POLICY_FILE))]
     if not ckpts:
         raise RunError(f"{run_dir} has no checkpoint to resume from; start a new run with --force")
+    payload = resume.checkpoint_payload(ckpts[-1][1])  # every check before anything is written
+    if "algo" in config:  # first: the hyperparameters are checked against the algo
+        resume.check_checkpoint_algo(ckpts[-1][1], payload, config["algo"])
+    resume.check_resumed_config(config, os.path.join(run_dir, CONFIG_FILE))
+    spaces = _probe(config["env_id"], config.get("env_kwargs") or {})
+    resume.check_checkpoint_spaces(ckpts[-1][1], payload, spaces)
     set_total_timesteps(run_dir, config, timesteps, ckpts[-1][0])
     out(f"resuming from {ckpts[-1][1]} ({ckpts[-1][0]} steps)")
     return config, run_dir, ckpts[-1][1]
@@ -247,19 +256,23 @@ def train(
     from retro_atari_kit.integrations.rllib.envs import check_nodes
     from retro_atari_kit.integrations.rllib.logs import RunLogger
 
-    with RunLock(run_dir):
+    with training_session(run_dir, new_run=resume_from is None, out=out) as stop:
         segment, start = 0, 0
-        if resume_from is not None:
-            segment = resume_segment(run_dir)
-            merge_progress(run_dir)
+        if resume_from is not None:  # under the lock: the logs of a resumed run are touched here
             start = next((s for s, p in list_checkpoints(run_dir) if p == resume_from), 0)
-            aside = set_aside_orphaned_logs(
-                run_dir, start, os.path.getmtime(os.path.join(resume_from, POLICY_FILE))
-            )
-            if aside:
-                out(aside)
+            saved_at = os.path.getmtime(os.path.join(resume_from, POLICY_FILE))
+            segment = begin_segment(run_dir, start, saved_at, out)
         spaces = _probe(config["env_id"], config.get("env_kwargs") or {})
-        started = _connect(config)
+        try:
+            started = _connect(config)
+        except SystemExit as exc:  # ray.init turns SIGTERM into sys.exit(SIGTERM) while it starts Ray
+            if exc.code != signal.SIGTERM:
+                raise
+            if ray.is_initialized():
+                ray.shutdown()
+            stop.request(signal.SIGTERM)
+            stop.raise_if_requested("interrupted before training started")
+        stop.reinstall()  # ray.init replaced the SIGTERM handler: a stop must still end in a checkpoint
         algo = logger = None
         try:
             check_nodes(
@@ -281,12 +294,15 @@ def train(
             algo = rl_config.build_algo()
             if resume_from is not None:
                 algo.restore_from_path(resume_from)
+            stop.raise_if_requested("interrupted before training started")
             logger = RunLogger(run_dir, config["env_id"], envs, segment, start)
-            return _loop(algo, config, run_dir, start, spaces, out, logger)
+            return _loop(algo, config, run_dir, start, spaces, out, logger, stop)
         finally:
             if logger is not None:
                 logger.close()
-            merge_progress(run_dir)
+            note = merge_progress(run_dir)
+            if note:
+                out(note)
             if algo is not None:
                 algo.stop()
             if started:
@@ -294,39 +310,39 @@ def train(
 
 
 def _loop(
-    algo: Any, config: dict, run_dir: str, start: int, spaces: tuple, out: Callable[[str], None], logger: Any
+    algo: Any,
+    config: dict,
+    run_dir: str,
+    start: int,
+    spaces: tuple,
+    out: Callable[[str], None],
+    logger: Any,
+    stop: StopRequest,
 ) -> dict[str, Any]:
-    """Train until ``config["timesteps"]`` or a signal; checkpoint on the way and at the end."""
-    flag = {"stop": False}
+    """Train until ``config["timesteps"]`` or a stop request; checkpoint on the way and at the end.
 
-    def handler(signum: int, frame: Any) -> None:  # noqa: ARG001
-        flag["stop"] = True
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        base = _env_steps(algo)  # RLlib's counter (restored or not): count this segment's steps from here
-        steps = start
-        every = int(config.get("checkpoint_every") or 0)
-        next_ckpt = (steps // every + 1) * every if every else None
-        t0 = time.time()
-        while steps < config["timesteps"] and not flag["stop"]:
-            result = algo.train()
-            steps = start + _env_steps(algo) - base
-            row = logger.log(result, steps)
-            if next_ckpt is not None and steps >= next_ckpt:
-                save_checkpoint(algo, run_dir, steps, config, spaces)
-                next_ckpt = (steps // every + 1) * every
-            if time.time() - t0 > 30 or steps >= config["timesteps"]:
-                t0 = time.time()
-                out(
-                    f"{steps} steps, {row['time/fps']:.0f} steps/s, {logger.games} games, "
-                    f"true score {row['rollout/ep_rew_mean']}"
-                )
-    finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
+    The stop signals stay caught until the last checkpoint is written, so a second Ctrl-C waits for it.
+    """
+    base = _env_steps(algo)  # RLlib's counter (restored or not): count this segment's steps from here
+    steps = start
+    every = int(config.get("checkpoint_every") or 0)
+    next_ckpt = (steps // every + 1) * every if every else None
+    t0 = time.time()
+    while steps < config["timesteps"] and not stop.requested:
+        result = algo.train()
+        steps = start + _env_steps(algo) - base
+        row = logger.log(result, steps)
+        if next_ckpt is not None and steps >= next_ckpt:
+            save_checkpoint(algo, run_dir, steps, config, spaces)
+            next_ckpt = (steps // every + 1) * every
+        if time.time() - t0 > 30 or steps >= config["timesteps"]:
+            t0 = time.time()
+            out(
+                f"{steps} steps, {row['time/fps']:.0f} steps/s, {logger.games} games, "
+                f"true score {row['rollout/ep_rew_mean']}"
+            )
     path = save_checkpoint(algo, run_dir, steps, config, spaces)
-    if flag["stop"]:
+    if stop.requested:
         out(f"interrupted at {steps} steps; checkpoint {path}")
         out(f"resume with: retrokit train --resume {run_dir}")
         return {"steps": steps, "interrupted": True, "model": path}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import sys
 
 from retro_atari_kit.cli._common import CliError, user_errors
 from retro_atari_kit.cli.arguments import (
@@ -132,7 +134,21 @@ def _engine_options(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retro_atari_kit.runs import RunError, TrainSpec, load_config
+    from retro_atari_kit.runs import StopRequested, stop_signals
+
+    # From here on SIGINT / SIGTERM only request a stop (retro_atari_kit.runs.stop): before the run dir
+    # exists nothing is written, before training starts a new run dir is removed, after that the run saves
+    # a checkpoint; no signal leaves a dir that is neither a fresh start nor resumable.
+    try:
+        with stop_signals(), contextlib.ExitStack() as held:
+            return _run(args, held)
+    except StopRequested as exc:
+        print(f"retrokit: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
+    from retro_atari_kit.runs import RunError, RunLock, TrainSpec, load_config
 
     if args.resume:
         if args.algo or args.env_id:
@@ -140,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
         total = parse_timesteps(args.timesteps) if args.timesteps is not None else None
         with user_errors():
             name = load_config(args.resume)["engine"] if os.path.isdir(args.resume) else "sb3"
+            if os.path.isdir(args.resume):  # a kit run: lock it before anything of it is read or written,
+                held.enter_context(RunLock(args.resume))  # so of two resumes exactly one goes on
         backend = engine(name)
         with user_errors():
             config, run_dir, checkpoint = backend.prepare_resume(args.resume, timesteps=total)

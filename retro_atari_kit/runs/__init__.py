@@ -42,7 +42,9 @@ from retro_atari_kit.runs.layout import (
 from retro_atari_kit.runs.lock import LOCK_FILE, RunLock, lock_owner
 from retro_atari_kit.runs.monitor import MonitorCSV, monitor_files, monitor_header, read_monitor_csvs
 from retro_atari_kit.runs.progress import merge_progress, progress_path, set_aside_orphaned_logs
+from retro_atari_kit.runs.session import begin_segment, training_session
 from retro_atari_kit.runs.spec import TrainSpec
+from retro_atari_kit.runs.stop import StopRequest, StopRequested, active_stop_request, stop_signals
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -54,10 +56,14 @@ __all__ = [
     "MonitorCSV",
     "RunError",
     "RunLock",
+    "StopRequest",
+    "StopRequested",
     "TrainSpec",
+    "active_stop_request",
     "atomic_write",
     "atomic_write_bytes",
     "atomic_write_text",
+    "begin_segment",
     "check_new_run_dir",
     "checkpoint_path",
     "create_run_dir",
@@ -79,5 +85,7 @@ __all__ = [
     "resume_segment",
     "set_total_timesteps",
     "set_aside_orphaned_logs",
+    "stop_signals",
+    "training_session",
     "write_config",
 ]

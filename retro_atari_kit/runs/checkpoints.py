@@ -1,8 +1,9 @@
 """Checkpoints of a run: ``checkpoints/model_<steps>_steps<suffix>``, and the final model.
 
 The step count is in the name, so listing needs no engine. A checkpoint can be a file (SB3's ``.zip``) or a
-directory (RLlib's). The final model is the last checkpoint published under a stable name, as a hard link
-(same bytes on disk once, survives deleting ``checkpoints/``) or, where links are impossible, a copy.
+directory (RLlib's). The final model is the last checkpoint published under a stable name as an independent
+copy, written atomically: no hard link or symlink, so one damaged write (or a damaged checkpoint) never
+takes both, and deleting ``checkpoints/`` keeps the final model.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import glob
 import os
 import re
 import shutil
+
+from retro_atari_kit.runs.files import atomic_write
 
 CHECKPOINT_DIR = "checkpoints"
 _NAME = re.compile(r"^model_(\d+)_steps(\.zip)?$")
@@ -37,19 +40,19 @@ def final_model_path(run_dir: str, suffix: str = ".zip") -> str:
 
 
 def publish_final_model(checkpoint: str, final: str) -> None:
-    """Make ``final`` name the same model as ``checkpoint`` without storing it twice.
-
-    Files: a hard link (atomic: linked under a temporary name, then renamed), a copy where the file system
-    has no hard links. Directories: a relative symlink.
-    """
-    tmp = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.tmp-{os.getpid()}")
+    """Copy ``checkpoint`` (file or directory) to ``final`` atomically; an older ``final`` is replaced."""
+    if os.path.islink(final):  # a link to a checkpoint, as older versions published it
+        os.remove(final)
     if os.path.isdir(checkpoint):
-        os.symlink(os.path.relpath(checkpoint, os.path.dirname(final)), tmp)
-    else:
-        try:
-            os.link(checkpoint, tmp)
-        except OSError:
-            shutil.copy2(checkpoint, tmp)
-    if os.path.isdir(final) and not os.path.islink(final):
+        atomic_write(final, lambda tmp: shutil.copytree(checkpoint, tmp))
+        return
+    if os.path.isdir(final):
         shutil.rmtree(final)
-    os.replace(tmp, final)
+
+    def copy(tmp: str) -> None:
+        shutil.copyfile(checkpoint, tmp)
+        shutil.copystat(checkpoint, tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+
+    atomic_write(final, copy)

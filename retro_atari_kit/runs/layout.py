@@ -26,7 +26,8 @@ import yaml
 
 from retro_atari_kit.runs.errors import RunError
 from retro_atari_kit.runs.files import atomic_write_text
-from retro_atari_kit.runs.lock import lock_owner
+from retro_atari_kit.runs.lock import describe_owner, lock_owner, stop_hint
+from retro_atari_kit.runs.stop import active_stop_request
 
 CONFIG_FILE = "config.yaml"
 CONFIG_MARKER = "retro-atari-kit run"
@@ -59,14 +60,20 @@ def check_new_run_dir(run_dir: str, force: bool) -> None:
     owner = lock_owner(run_dir)
     if owner is not None:
         raise RunError(
-            f"--force refuses to clear {run_dir}: pid {owner} is training it; stop it first "
-            f"(kill -TERM {owner} saves a checkpoint)"
+            f"--force refuses to clear {run_dir}: {describe_owner(owner)} is training it; stop it first "
+            f"({stop_hint(owner)})"
         )
 
 
 def create_run_dir(run_dir: str, force: bool = False) -> None:
-    """Create an empty run dir; with ``force`` an old run dir there (not being trained) is removed first."""
+    """Create an empty run dir; with ``force`` an old run dir there (not being trained) is removed first.
+
+    Inside ``stop_signals()``, a stop requested before this point ends the command here, with nothing written.
+    """
     check_new_run_dir(run_dir, force)
+    stop = active_stop_request()
+    if stop is not None:
+        stop.raise_if_requested("interrupted before the run dir was created; nothing was written")
     if os.path.exists(run_dir):
         shutil.rmtree(run_dir)
     os.makedirs(run_dir)
@@ -138,8 +145,8 @@ def open_for_resume(run_dir: str) -> dict[str, Any]:
     owner = lock_owner(run_dir)
     if owner is not None:
         raise RunError(
-            f"--resume {run_dir}: the run is still training (pid {owner}); stop it first "
-            f"(kill -TERM {owner} saves a checkpoint)"
+            f"--resume {run_dir}: the run is still training ({describe_owner(owner)}); stop it first "
+            f"({stop_hint(owner)})"
         )
     return config
 

@@ -26,39 +26,100 @@ def progress_path(run_dir: str, segment: int = 0) -> str:
     return os.path.join(run_dir, PROGRESS_FILE if segment == 0 else f"progress.part{segment}.csv")
 
 
-def merge_progress(run_dir: str) -> None:
-    """Fold ``progress.part<k>.csv`` of resumed segments into ``progress.csv`` (union of columns)."""
+def _read_table(path: str) -> tuple[list[str], list[list[str]], int]:
+    """``(columns, rows, dropped lines)`` of a progress CSV, reading past damage.
+
+    Lines that cannot be a row of the table (a field count other than the header's, a repeated header,
+    NUL bytes or a cut-off last line of a killed writer) are dropped and counted, never raised: a damaged
+    part file must not make the run unresumable.
+    """
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        lines = fh.read().replace("\0", "").splitlines()
+    columns: list[str] = []
+    rows: list[list[str]] = []
+    dropped = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            fields = next(csv.reader([line]))
+        except (csv.Error, StopIteration):
+            dropped += 1
+            continue
+        if not columns:
+            columns = fields
+        elif fields == columns:
+            dropped += 1
+        elif len(fields) != len(columns):
+            dropped += 1
+        else:
+            rows.append(fields)
+    return columns, rows, dropped
+
+
+def merge_progress(run_dir: str) -> str | None:
+    """Fold ``progress.part<k>.csv`` of resumed segments into ``progress.csv`` (union of columns).
+
+    Damaged lines are left out of the merged table; the files they came from are kept as they were under
+    ``orphaned-<k>/``. Returns a one-line note when that happened, else None.
+    """
     parts = sorted(
         glob.glob(os.path.join(run_dir, "progress.part*.csv")),
-        key=lambda p: int(re.search(r"part(\d+)", p).group(1)),
+        key=lambda p: int(m.group(1)) if (m := re.search(r"part(\d+)\.csv$", p)) else 0,
     )
     if not parts:
-        return
+        return None
     main = progress_path(run_dir)
-    rows: list[dict] = []
+    rows: list[dict[str, str]] = []
     columns: list[str] = []
+    damaged: list[tuple[str, int]] = []
+    seen: set[tuple[tuple[str, str], ...]] = set()
     for path in [main, *parts]:
         if not os.path.exists(path):
             continue
-        with open(path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            columns.extend(c for c in reader.fieldnames or [] if c not in columns)
-            rows.extend(reader)
+        names, table, dropped = _read_table(path)
+        if dropped:
+            damaged.append((path, dropped))
+        columns.extend(c for c in names if c not in columns)
+        for row in table:
+            record = {k: v for k, v in zip(names, row, strict=True) if v != ""}
+            key = tuple(sorted(record.items()))
+            if key in seen:  # a part merged before, by a merge that was killed before removing it
+                continue
+            seen.add(key)
+            rows.append(record)
 
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=columns)
     writer.writeheader()
     writer.writerows(rows)
+    note = None
+    if damaged:
+        aside = _new_aside_dir(run_dir)
+        for path, _ in damaged:
+            shutil.copy2(path, os.path.join(aside, os.path.basename(path)))
+        note = f"progress logs: left out {sum(n for _, n in damaged)} damaged lines; originals in {aside}"
     atomic_write_text(main, text.getvalue())
     for path in parts:
         os.remove(path)
+    return note
+
+
+def _new_aside_dir(run_dir: str) -> str:
+    k = 1 + len(glob.glob(os.path.join(run_dir, ORPHANED_PREFIX + "*")))
+    aside = os.path.join(run_dir, f"{ORPHANED_PREFIX}{k}")
+    os.makedirs(aside, exist_ok=True)
+    return aside
 
 
 def _split_progress(path: str, steps: int) -> tuple[list[str], list[str]]:
     """Lines of progress.csv: (header + rows up to ``steps``, rows past it)."""
     with open(path, newline="", encoding="utf-8") as fh:
         lines = fh.readlines()
-    columns = next(csv.reader(lines[:1]), [])
+    try:
+        columns = next(csv.reader(lines[:1]), [])
+    except csv.Error:
+        return lines, []
     if STEPS_COLUMN not in columns:
         return lines, []
     col = columns.index(STEPS_COLUMN)
@@ -66,7 +127,7 @@ def _split_progress(path: str, steps: int) -> tuple[list[str], list[str]]:
     for line in lines[1:]:
         try:
             in_time = float(next(csv.reader([line]))[col]) <= steps
-        except (ValueError, IndexError, StopIteration):
+        except (ValueError, IndexError, StopIteration, csv.Error):
             in_time = True  # malformed lines are kept
         (kept if in_time else later).append(line)
     return kept, later
@@ -95,8 +156,7 @@ def set_aside_orphaned_logs(run_dir: str, steps: int, saved_at: float) -> str | 
             rewrites[progress], dropped_rows = kept, len(later)
     if not rewrites:
         return None
-    k = 1 + len(glob.glob(os.path.join(run_dir, ORPHANED_PREFIX + "*")))
-    aside = os.path.join(run_dir, f"{ORPHANED_PREFIX}{k}")
+    aside = _new_aside_dir(run_dir)
     for path, lines in rewrites.items():
         backup = os.path.join(aside, os.path.relpath(path, run_dir))
         os.makedirs(os.path.dirname(backup), exist_ok=True)

@@ -358,17 +358,23 @@ def test_memory_estimate_refuses_oversized_replay_buffer(tmp_path, capsys):
     assert not run.exists()
 
 
+def _hold_lock(run: str) -> subprocess.Popen:
+    """A real process holding ``run``'s lock, as a trainer does, until it is killed."""
+    code = "import sys, time; from retro_atari_kit.runs import RunLock; RunLock(sys.argv[1]).acquire(); "
+    code += "print('held', flush=True); time.sleep(120)"
+    holder = subprocess.Popen([sys.executable, "-c", code, run], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
 def test_resume_refuses_a_run_that_is_still_training(trained_run, capsys):
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    lock = os.path.join(trained_run, ".train.pid")
+    holder = _hold_lock(trained_run)
     try:
-        with open(lock, "w") as fh:
-            fh.write(str(sleeper.pid))
-        _fails(["train", "--resume", trained_run], capsys, "still training", f"kill -TERM {sleeper.pid}")
+        _fails(["train", "--resume", trained_run], capsys, "still training", f"kill -TERM {holder.pid}")
     finally:
-        sleeper.kill()
-        sleeper.wait()
-        os.remove(lock)
+        holder.kill()
+        holder.wait()
+        os.remove(os.path.join(trained_run, ".train.pid"))  # a SIGKILLed holder leaves its (stale) file
 
 
 def test_cli_module_does_not_import_sb3():
@@ -394,10 +400,12 @@ def test_device_cuda_without_cuda_is_refused(tmp_path, capsys):
     assert not run.exists()
 
 
-def test_final_model_is_stored_once(trained_run):
+def test_final_model_is_a_copy_of_the_last_checkpoint(trained_run):
     steps, last = list_checkpoints(trained_run)[-1]
     assert steps == 256
-    assert os.path.samefile(os.path.join(trained_run, "model.zip"), last)  # one file, two names
+    final = os.path.join(trained_run, "model.zip")
+    # independent files: one damaged write cannot take both
+    assert not os.path.samefile(final, last) and open(final, "rb").read() == open(last, "rb").read()
 
 
 def test_resume_below_the_trained_steps_is_refused(trained_run, capsys):
@@ -415,7 +423,7 @@ def test_eval_never_falls_back_to_an_older_model_silently(trained_run, tmp_path,
     run = str(tmp_path / "damaged")
     shutil.copytree(trained_run, run)
     final = os.path.join(run, "model.zip")
-    os.remove(final)  # a hard link: replace the name, not the checkpoint's bytes
+    os.remove(final)
     with open(final, "wb") as fh:
         fh.write(b"not a zip")
     newest = checkpoint_path(run, 256)
@@ -426,20 +434,18 @@ def test_eval_never_falls_back_to_an_older_model_silently(trained_run, tmp_path,
 def test_force_refuses_a_run_dir_being_trained(trained_run, tmp_path, capsys):
     run = str(tmp_path / "busy")
     shutil.copytree(trained_run, run)
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    holder = _hold_lock(run)
     try:
-        with open(os.path.join(run, ".train.pid"), "w") as fh:
-            fh.write(str(sleeper.pid))
         _fails(
             ["train", "ppo", ENV, "--run-dir", run, "--force", *TINY],
             capsys,
             "--force refuses",
-            str(sleeper.pid),
+            str(holder.pid),
         )
         assert os.path.exists(os.path.join(run, "model.zip"))
     finally:
-        sleeper.kill()
-        sleeper.wait()
+        holder.kill()
+        holder.wait()
 
 
 def test_a_new_run_that_fails_before_its_first_checkpoint_leaves_nothing(tmp_path, monkeypatch, capsys):

@@ -79,24 +79,118 @@ def test_config_round_trip_and_errors(tmp_path):
     assert (tmp_path / "other" / "precious.txt").exists()
 
 
-def test_lock_refuses_a_live_owner_and_ignores_a_dead_one(tmp_path):
+def _hold_lock(run: str) -> subprocess.Popen:
+    """A real process that holds ``run``'s lock until it is killed."""
+    code = (
+        "import sys, time\n"
+        "from retro_atari_kit.runs import RunLock\n"
+        "RunLock(sys.argv[1]).acquire()\n"
+        "print('held', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code, run], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_lock_refuses_a_live_holder_and_ignores_a_dead_one(tmp_path):
     run = str(tmp_path)
+    write_config(run, new_config("sb3", ""))
+    holder = _hold_lock(run)
+    try:
+        assert lock_owner(run) == holder.pid
+        with pytest.raises(RunError, match=f"still training \\(pid {holder.pid}\\).*kill -TERM {holder.pid}"):
+            RunLock(run).__enter__()
+        with pytest.raises(RunError, match=f"--force refuses.*pid {holder.pid}"):
+            create_run_dir(run, force=True)
+    finally:
+        holder.kill()  # SIGKILL: no clean-up, its .train.pid stays behind
+        holder.wait()
+    assert (tmp_path / ".train.pid").read_text().split()[0] == str(holder.pid)
+    assert lock_owner(run) is None  # the kernel dropped the lock with the process
+    with RunLock(run):
+        assert (tmp_path / ".train.pid").read_text().split()[0] == str(os.getpid())
+    assert not (tmp_path / ".train.pid").exists()
+
+
+def test_a_lock_file_naming_an_unrelated_live_process_is_stale(tmp_path):
+    # pids are reused: a .train.pid left by a killed trainer may name a live process that trains nothing
+    run = str(tmp_path / "run")
+    create_run_dir(run)
+    write_config(run, new_config("sb3", ""))
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        (tmp_path / ".train.pid").write_text(str(sleeper.pid))
-        assert lock_owner(run) == sleeper.pid
-        with pytest.raises(RunError, match=f"pid {sleeper.pid}"):
-            RunLock(run).__enter__()
-        with pytest.raises(RunError, match="--force refuses"):
-            write_config(run, new_config("sb3", ""))
-            create_run_dir(run, force=True)
+        with open(os.path.join(run, ".train.pid"), "w") as fh:
+            fh.write(str(sleeper.pid))
+        assert lock_owner(run) is None
+        with RunLock(run):
+            pass
+        with open(os.path.join(run, ".train.pid"), "w") as fh:
+            fh.write(f"{sleeper.pid} 12345.0\n")
+        create_run_dir(run, force=True)  # --force clears it
+        assert os.listdir(run) == []
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert lock_owner(run) is None  # stale: its process is gone
+
+
+def test_the_lock_is_reentrant_in_one_process(tmp_path):
+    run = str(tmp_path)
     with RunLock(run):
-        assert (tmp_path / ".train.pid").read_text() == str(os.getpid())
+        with RunLock(run):
+            assert lock_owner(run) is None  # ourselves
+        assert (tmp_path / ".train.pid").exists()  # still held by the outer block
+        probe = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from retro_atari_kit.runs import lock_owner; print(lock_owner(sys.argv[1]))",
+                run,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert probe.stdout.strip() == str(os.getpid())
     assert not (tmp_path / ".train.pid").exists()
+
+
+def test_of_processes_racing_for_the_lock_exactly_one_gets_it(tmp_path):
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    go = tmp_path / "go"
+    code = (
+        "import os, sys, time\n"
+        "from retro_atari_kit.runs import RunError, RunLock\n"
+        "while not os.path.exists(sys.argv[2]): time.sleep(0.001)\n"
+        "try:\n"
+        "    with RunLock(sys.argv[1]):\n"
+        "        print('got', flush=True)\n"
+        "        while not os.path.exists(sys.argv[2] + '.end'): time.sleep(0.01)\n"
+        "except RunError as exc:\n"
+        "    print('refused', exc, flush=True)\n"
+    )
+    racers = [
+        subprocess.Popen([sys.executable, "-c", code, run, str(go)], stdout=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    outs = []
+    try:
+        import time
+
+        time.sleep(2.0)  # all four are importing, then poll for the start signal
+        go.write_text("")
+        outs = [r.stdout.readline().strip() for r in racers]
+        (tmp_path / "go.end").write_text("")
+        for r in racers:
+            r.wait(timeout=60)
+    finally:
+        for r in racers:
+            if r.poll() is None:
+                r.kill()
+    assert sorted(o.split()[0] for o in outs) == ["got", "refused", "refused", "refused"], outs
+    assert all("still training" in o for o in outs if o.startswith("refused"))
+    assert not os.path.exists(os.path.join(run, ".train.pid"))
 
 
 def test_checkpoints_are_listed_by_steps_files_and_directories(tmp_path):
@@ -109,17 +203,26 @@ def test_checkpoints_are_listed_by_steps_files_and_directories(tmp_path):
     assert [s for s, _ in list_checkpoints(run)] == [64, 200, 1000, 5000]
 
 
-def test_final_model_is_a_hard_link_not_a_copy(tmp_path):
+def test_final_model_is_an_independent_copy(tmp_path):
     checkpoint = tmp_path / "model_64_steps.zip"
     checkpoint.write_bytes(b"weights")
     final = tmp_path / "model.zip"
     final.write_bytes(b"older model")
     publish_final_model(str(checkpoint), str(final))
-    assert os.path.samefile(final, checkpoint) and final.read_bytes() == b"weights"
+    assert final.read_bytes() == b"weights" and not os.path.samefile(final, checkpoint)
+    with open(checkpoint, "r+b") as fh:  # damage the checkpoint in place: the final model keeps its bytes
+        fh.write(b"XX")
+    assert final.read_bytes() == b"weights"
     directory = tmp_path / "model_128_steps"
     directory.mkdir()
+    (directory / "policy.pt").write_bytes(b"policy")
+    os.symlink("model_128_steps", tmp_path / "model")  # how older versions published a directory
     publish_final_model(str(directory), str(tmp_path / "model"))
-    assert os.path.samefile(tmp_path / "model", directory)
+    assert (
+        not os.path.islink(tmp_path / "model")
+        and (tmp_path / "model" / "policy.pt").read_bytes() == b"policy"
+    )
+    assert sorted(os.listdir(tmp_path)) == ["model", "model.zip", "model_128_steps", "model_64_steps.zip"]
 
 
 def test_monitor_writer_and_reader_agree(tmp_path):
@@ -147,3 +250,45 @@ def test_progress_parts_merge_into_one_table(tmp_path):
     merge_progress(run)
     assert open(progress_path(run)).read().splitlines() == ["time/total_timesteps,a,b", "64,1,", "128,,2"]
     assert not os.path.exists(progress_path(run, 1))
+
+
+def test_merge_survives_damaged_and_duplicated_parts(tmp_path):
+    # two writers of one part file interleave rows (more fields than the header), a killed writer leaves a
+    # cut-off line and NUL bytes, and a merge killed before removing its parts leaves them to merge again
+    run = str(tmp_path)
+    open(progress_path(run), "w").write("time/total_timesteps,a\n64,1\n")
+    open(progress_path(run, 1), "w").write(
+        "time/total_timesteps,b\n128,2\n128,2,time/total_timesteps,b\n192,3\n\0\0\0\n256,4,5,6\n"
+    )
+    note = merge_progress(run)
+    assert open(progress_path(run)).read().splitlines() == [
+        "time/total_timesteps,a,b",
+        "64,1,",
+        "128,,2",
+        "192,,3",
+    ]
+    assert note is not None and "left out 2 damaged lines" in note and "orphaned-1" in note
+    assert "256,4,5,6" in open(os.path.join(run, "orphaned-1", "progress.part1.csv")).read()
+    open(progress_path(run, 2), "w").write("time/total_timesteps,b\n128,2\n320,5\n")  # 128: merged already
+    assert merge_progress(run) is None
+    assert open(progress_path(run)).read().splitlines()[-2:] == ["192,,3", "320,,5"]
+
+
+def test_stop_signals_defer_sigint_and_sigterm_and_restore_the_handlers(tmp_path):
+    import signal
+
+    from retro_atari_kit.runs import StopRequested, stop_signals
+
+    before = signal.getsignal(signal.SIGTERM)
+    with stop_signals() as stop:
+        with stop_signals() as inner:  # nested blocks share one request
+            assert inner is stop
+        os.kill(os.getpid(), signal.SIGTERM)  # a real signal, to this process
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested and stop.signum == signal.SIGTERM  # the first one counts
+        with pytest.raises(StopRequested, match="nothing was written") as info:
+            create_run_dir(str(tmp_path / "run"))
+        assert info.value.exit_code == 128 + signal.SIGTERM
+    assert not (tmp_path / "run").exists()
+    assert signal.getsignal(signal.SIGTERM) is before
+    create_run_dir(str(tmp_path / "run"))  # outside a block, nothing is deferred

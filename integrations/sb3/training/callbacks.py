@@ -12,26 +12,18 @@ import numpy as np
 from retro_atari_kit.integrations.sb3.training.models import save_checkpoint
 from stable_baselines3.common.callbacks import BaseCallback
 
-
-class StopFlag:
-    """Set by the SIGINT / SIGTERM handler; read by :class:`StopOnSignal` between env steps."""
-
-    def __init__(self) -> None:
-        self.stop = False
-
-    def __call__(self, signum: int, frame: Any) -> None:  # a signal handler
-        self.stop = True
+from retro_atari_kit.runs import StopRequest
 
 
 class StopOnSignal(BaseCallback):
-    """Ends ``learn`` at the next env step once the flag is set, so the run can save and exit cleanly."""
+    """Ends ``learn`` at the next env step once a stop was requested, so the run can save and exit cleanly."""
 
-    def __init__(self, flag: StopFlag) -> None:
+    def __init__(self, stop: StopRequest) -> None:
         super().__init__()
-        self.flag = flag
+        self.stop = stop
 
     def _on_step(self) -> bool:
-        return not self.flag.stop
+        return not self.stop.requested
 
 
 def _next_multiple(steps: int, every: int) -> int:
@@ -145,9 +137,9 @@ class PeriodicEval(BaseCallback):
         return True
 
 
-def training_callbacks(config: dict[str, Any], run_dir: str, flag: StopFlag) -> list[BaseCallback]:
+def training_callbacks(config: dict[str, Any], run_dir: str, stop: StopRequest) -> list[BaseCallback]:
     """The callbacks a run uses, by its config (checkpoints / evaluations only when enabled)."""
-    callbacks: list[BaseCallback] = [StopOnSignal(flag), Progress(config["timesteps"])]
+    callbacks: list[BaseCallback] = [StopOnSignal(stop), Progress(config["timesteps"])]
     if config["checkpoint_every"]:
         callbacks.append(Checkpoint(run_dir, config["checkpoint_every"], config["save_replay_buffer"]))
     if config["eval_every"]:

@@ -192,3 +192,69 @@ def check_model_builds(config: dict[str, Any]) -> None:
         ) from exc
     finally:
         venv.close()
+
+
+# Fields of an SB3 run's config.yaml that must be integers, with their least allowed value (None: any)
+_INT_FIELDS = {
+    "timesteps": 1,
+    "n_envs": 1,
+    "seed": None,
+    "eval_every": 0,
+    "eval_episodes": 1,
+    "checkpoint_every": 0,
+}
+
+
+def check_resumed_config(config: dict[str, Any], path: str) -> None:
+    """RunError naming the field when a run's ``config.yaml`` (``path``; edited by hand, or from another
+    version) cannot be resumed: a missing field, a wrong type, an unknown algo, env, network, device,
+    backend, or hyperparameter. Reads only; nothing is written."""
+
+    def bad(field: str, why: str) -> RunError:
+        return RunError(f"{path}: {field}: {why}; restore it (or start a new run)")
+
+    required = ("algo", "env_id", "network", "device", "env_kwargs", "hyperparams", *_INT_FIELDS)
+    for field in required:
+        if field not in config:
+            raise bad(field, "missing")
+    for field, low in _INT_FIELDS.items():
+        value = config[field]
+        if not isinstance(value, int) or isinstance(value, bool) or (low is not None and value < low):
+            raise bad(field, f"{value!r} is not an integer" + (f" >= {low}" if low is not None else ""))
+    for field in ("env_kwargs", "hyperparams"):
+        if not isinstance(config[field], dict):
+            raise bad(field, f"{type(config[field]).__name__} instead of a mapping")
+    if not isinstance(config.get("save_replay_buffer", False), bool):
+        raise bad("save_replay_buffer", f"{config['save_replay_buffer']!r} is not true or false")
+    checks = (
+        ("algo", lambda: algo_class(config["algo"])),
+        ("env_id", lambda: check_env_id(str(config["env_id"]))),
+        ("network", lambda: _check_network(config["network"])),
+        ("device", lambda: check_device(str(config["device"]))),
+        ("backend", lambda: _check_backend(config.get("backend", "auto"))),
+    )
+    for field, check in checks:
+        try:
+            check()
+        except RunError as exc:
+            raise bad(field, str(exc)) from None
+    algo = str(config["algo"]).lower()
+    allowed = allowed_keys(algo, {})
+    for key in config["hyperparams"]:
+        if key not in allowed:
+            raise bad(f"hyperparams.{key}", f"not a hyperparameter of {algo}")
+    try:
+        check_value_types(algo, config["hyperparams"])
+        algo_kwargs(config)
+    except RunError as exc:
+        raise bad("hyperparams", str(exc).removeprefix("--set ")) from None
+
+
+def _check_network(network: Any) -> None:
+    if network not in NETWORKS:
+        raise RunError(f"unknown network {network!r}; choose one of {', '.join(NETWORKS)}")
+
+
+def _check_backend(backend: Any) -> None:
+    if backend not in BACKENDS:
+        raise RunError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import zipfile
 from typing import Any
 
-from retro_atari_kit.integrations.sb3.algorithms import algo_class, available_algos
+from retro_atari_kit.integrations.sb3.algorithms import algo_class, available_algos, constructor_params
 
 from retro_atari_kit.runs import (
     RunError,
@@ -34,19 +35,100 @@ def save_checkpoint(model: Any, run_dir: str, save_replay: bool = False) -> str:
 
 
 def save_final(model: Any, run_dir: str, save_replay: bool = False) -> str:
-    """The last checkpoint, published as ``model.zip`` (a hard link: stored once). Returns model.zip."""
+    """The last checkpoint, published as ``model.zip`` (an independent copy). Returns model.zip."""
     final = final_model_path(run_dir)
     publish_final_model(save_checkpoint(model, run_dir, save_replay), final)
     return final
 
 
-def read_steps_of(model_zip: str) -> int | None:
-    """``num_timesteps`` stored in an SB3 zip, or None if the file cannot be read as one."""
+def checkpoint_data(model_zip: str) -> dict[str, Any] | None:
+    """The JSON ``data`` an SB3 zip stores (attributes, spaces, ``num_timesteps``), or None if unreadable."""
     try:
         with zipfile.ZipFile(model_zip) as zf:
-            return int(json.loads(zf.read("data"))["num_timesteps"])
+            data = json.loads(zf.read("data"))
+        int(data["num_timesteps"])
     except Exception:  # noqa: BLE001 - any damage means "unreadable"
         return None
+    return data
+
+
+def read_steps_of(model_zip: str) -> int | None:
+    """``num_timesteps`` stored in an SB3 zip, or None if the file cannot be read as one."""
+    data = checkpoint_data(model_zip)
+    return None if data is None else int(data["num_timesteps"])
+
+
+def _policy_class(data: dict[str, Any]) -> type | None:
+    """The policy class a zip's ``data`` names (SB3 stores it cloudpickled, by reference), or None."""
+    import base64
+
+    import cloudpickle
+
+    try:
+        cls = cloudpickle.loads(base64.b64decode(data["policy_class"][":serialized:"].encode()))
+    except Exception:  # noqa: BLE001 - a class that cannot be imported here tells nothing
+        return None
+    return cls if isinstance(cls, type) else None
+
+
+def checkpoint_algo(data: dict[str, Any]) -> str | None:
+    """The algorithm (``ppo``, ``a2c``, ``dqn``, ``qrdqn``) whose ``save`` wrote ``data``; None if none fits.
+
+    Read from the zip without building a model: the policy class must derive from one of the algorithm's
+    policies, and no stored attribute may be a constructor argument of another algorithm only. Of those
+    that fit (A2C's attributes are a subset of PPO's), the one whose own arguments are stored the most
+    completely wins. Loading a zip with the wrong class is what this avoids: DQN's loader would allocate its
+    default replay buffer for a PPO checkpoint.
+    """
+    from stable_baselines3.common.base_class import BaseAlgorithm
+
+    stored = set(data)
+    policy = _policy_class(data)
+    params = {name: set(constructor_params(name)) for name in available_algos()}
+    every = set().union(*params.values()) - set(inspect.signature(BaseAlgorithm.__init__).parameters)
+    best: tuple[int, str] | None = None
+    for name, own in params.items():
+        bases = tuple(algo_class(name).policy_aliases.values())
+        if (policy is not None and not issubclass(policy, bases)) or (stored & every) - own:
+            continue
+        missing = len(own - stored)
+        if best is None or missing < best[0]:
+            best = (missing, name)
+    return None if best is None else best[1]
+
+
+def _space_summary(space: dict[str, Any]) -> str:
+    if "n" in space:
+        return f"{space['n']} actions"
+    return f"{tuple(space.get('_shape') or ())} {space.get('dtype')}"
+
+
+def check_checkpoint_algo(path: str, data: dict[str, Any], algo: Any) -> None:
+    """RunError when the checkpoint at ``path`` was not written by ``algo`` (config.yaml's algorithm)."""
+    found = checkpoint_algo(data)
+    if found != algo:
+        wrote = f"a {found} model" if found else "not a model of any algorithm here"
+        raise RunError(
+            f"config.yaml says algo {algo!r} but {path} is {wrote}; "
+            + (f"put algo: {found} back in config.yaml" if found else "start a new run")
+        )
+
+
+def check_checkpoint_spaces(path: str, data: dict[str, Any], obs_space: Any, action_space: Any) -> None:
+    """RunError when the checkpoint at ``path`` was trained on other observations or actions than the env
+    of the run's config makes (e.g. edited ``env_id`` / ``env_kwargs``)."""
+    obs, act = data.get("observation_space") or {}, data.get("action_space") or {}
+    expected = {"_shape": list(obs_space.shape), "dtype": str(obs_space.dtype)}
+    if [list(obs.get("_shape") or []), obs.get("dtype")] != [expected["_shape"], expected["dtype"]]:
+        raise RunError(
+            f"{path} was trained on observations {_space_summary(obs)}, but config.yaml's env makes "
+            f"{_space_summary(expected)}; restore env_id / env_kwargs in config.yaml"
+        )
+    if "n" in act and str(act["n"]) != str(getattr(action_space, "n", None)):
+        raise RunError(
+            f"{path} was trained with {act['n']} actions, but config.yaml's env has "
+            f"{getattr(action_space, 'n', '?')}; restore env_id / env_kwargs in config.yaml"
+        )
 
 
 def newest_readable_checkpoint(run_dir: str) -> tuple[int, str] | None:

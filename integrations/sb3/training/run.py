@@ -7,8 +7,6 @@ The run directory (layout, config, lock, checkpoints' names, monitor CSVs, progr
 from __future__ import annotations
 
 import os
-import shutil
-import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -16,8 +14,13 @@ import gymnasium as gym
 import numpy as np
 import yaml
 from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class
-from retro_atari_kit.integrations.sb3.training.callbacks import StopFlag, training_callbacks
-from retro_atari_kit.integrations.sb3.training.config import algo_kwargs, check_model_builds, resolve_config
+from retro_atari_kit.integrations.sb3.training.callbacks import training_callbacks
+from retro_atari_kit.integrations.sb3.training.config import (
+    algo_kwargs,
+    check_model_builds,
+    check_resumed_config,
+    resolve_config,
+)
 from retro_atari_kit.integrations.sb3.training.memory import (
     check_memory,
     estimate_memory,
@@ -26,6 +29,9 @@ from retro_atari_kit.integrations.sb3.training.memory import (
 )
 from retro_atari_kit.integrations.sb3.training.models import (
     REPLAY_FILE,
+    check_checkpoint_algo,
+    check_checkpoint_spaces,
+    checkpoint_data,
     load_model,
     read_steps_of,
     save_checkpoint,
@@ -35,9 +41,11 @@ from retro_atari_kit.integrations.sb3.training.models import (
 from retro_atari_kit.registration import probe_env
 from retro_atari_kit.runs import (
     CHECKPOINT_DIR,
+    CONFIG_FILE,
     RunError,
-    RunLock,
+    StopRequest,
     TrainSpec,
+    begin_segment,
     check_new_run_dir,
     create_run_dir,
     default_run_dir,
@@ -46,9 +54,8 @@ from retro_atari_kit.runs import (
     monitor_dir,
     open_for_resume,
     progress_path,
-    resume_segment,
-    set_aside_orphaned_logs,
     set_total_timesteps,
+    training_session,
     write_config,
 )
 from retro_atari_kit.vector import resolve_backend
@@ -149,15 +156,28 @@ def _cuda_available() -> bool:
 def prepare_resume(run_dir: str, timesteps: int | None = None, out: Print = print) -> tuple[dict, str, str]:
     """Validate a resume of ``run_dir``; returns (config, run_dir, checkpoint to start from).
 
-    ``timesteps`` sets a new total (recorded in config.yaml, never below the checkpoint's steps).
+    Everything is checked before anything is written: every field of config.yaml (it may have been edited by
+    hand), the env it makes, and that the newest checkpoint was written by the config's algorithm for that
+    env. Only then does ``timesteps`` (a new total, never below the checkpoint's steps) go into config.yaml.
     """
     config = open_for_resume(run_dir)
     checkpoints = list_checkpoints(run_dir)
     if not checkpoints:
         raise RunError(f"--resume {run_dir}: no checkpoint in {run_dir}/{CHECKPOINT_DIR}; start a new run")
     steps, path = checkpoints[-1]
-    if read_steps_of(path) is None:
+    data = checkpoint_data(path)
+    if data is None:
         raise RunError(f"cannot read checkpoint {path}; delete it to resume from the previous one")
+    if "algo" in config:  # first: the hyperparameters are checked against the algo
+        check_checkpoint_algo(path, data, config["algo"])
+    check_resumed_config(config, os.path.join(run_dir, CONFIG_FILE))
+    obs_space, action_space = probe_env(config["env_id"], config["env_kwargs"])
+    check_checkpoint_spaces(path, data, obs_space, action_space)
+    game = gym.spec(config["env_id"]).kwargs["game"]
+    try:
+        resolve_backend(game, config.get("backend", "auto"), **config["env_kwargs"])
+    except ValueError as exc:
+        raise RunError(f"{run_dir}/{CONFIG_FILE}: backend: {exc}") from None
     set_total_timesteps(run_dir, config, timesteps, steps)
     out(describe(config, run_dir))
     out(f"resuming from {path} ({steps} steps)")
@@ -185,29 +205,26 @@ def train(
 ) -> dict[str, Any]:
     """Train (or continue) the run. Returns ``{"steps", "interrupted", "model"}``.
 
-    Ctrl-C / SIGTERM end training at the next step with a checkpoint. A new run that fails before its
-    first checkpoint is removed (nothing of value was saved), so the same command can simply be re-run.
+    Ctrl-C / SIGTERM (``retro_atari_kit.runs.stop``): before training started, StopRequested (a new run is
+    removed, a resumed one left as it was); once training runs, training ends at the next step with a
+    checkpoint, and a second signal waits for that save. A new run that fails before its first checkpoint is
+    removed (nothing of value was saved), so the same command can simply be re-run.
     """
-    try:
-        with RunLock(run_dir):  # held before touching the logs of a resumed run
-            segment = 0
-            if resume_from is not None:
-                segment = resume_segment(run_dir)
-                merge_progress(run_dir)
-                start = read_steps_of(resume_from) or 0
-                aside = set_aside_orphaned_logs(run_dir, start, os.path.getmtime(resume_from))
-                if aside:
-                    out(aside)
-            return _train_locked(config, run_dir, resume_from, segment, out)
-    except Exception:
-        if resume_from is None and not list_checkpoints(run_dir):
-            shutil.rmtree(run_dir, ignore_errors=True)
-            out(f"nothing was saved; removed {run_dir}")
-        raise
+    with training_session(run_dir, new_run=resume_from is None, out=out) as stop:
+        segment = 0
+        if resume_from is not None:  # under the lock: the logs of a resumed run are touched here
+            start = read_steps_of(resume_from) or 0
+            segment = begin_segment(run_dir, start, os.path.getmtime(resume_from), out)
+        return _train_locked(config, run_dir, resume_from, segment, stop, out)
+
+
+def _note(note: str | None, out: Print) -> None:
+    if note:
+        out(note)
 
 
 def _train_locked(
-    config: dict[str, Any], run_dir: str, resume_from: str | None, segment: int, out: Print
+    config: dict[str, Any], run_dir: str, resume_from: str | None, segment: int, stop: StopRequest, out: Print
 ) -> dict[str, Any]:
     import torch
 
@@ -224,13 +241,12 @@ def _train_locked(
     )
     try:
         model = _build_model(config, run_dir, venv, resume_from, out, cls)
+        stop.raise_if_requested("interrupted before training started")
         model.set_logger(make_logger(run_dir, segment))
         out(precision_of(model))
-        flag = StopFlag()
-        previous = {s: signal.signal(s, flag) for s in (signal.SIGINT, signal.SIGTERM)}
         remaining = config["timesteps"] - int(model.num_timesteps)
         log_interval = {"ppo": 1, "a2c": 100}.get(config["algo"], 4)
-        callbacks = training_callbacks(config, run_dir, flag)
+        callbacks = training_callbacks(config, run_dir, stop)
         try:
             if remaining > 0:
                 model.learn(
@@ -247,20 +263,18 @@ def _train_locked(
                 f"{exc}; checkpoint {path}; resume with: retrokit train --resume {run_dir}"
             ) from None
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
             model.logger.close()  # flush log.txt / progress csv / tensorboard before merging
         steps = int(model.num_timesteps)
-        if flag.stop:
+        if stop.requested:  # the signal handler stays ours until the save is done: a second one waits
             path = save_checkpoint(
                 model, run_dir, config["save_replay_buffer"] or config["algo"] in OFF_POLICY
             )
-            merge_progress(run_dir)
+            _note(merge_progress(run_dir), out)
             out(f"interrupted at {steps} steps; checkpoint {path}")
             out(f"resume with: retrokit train --resume {run_dir}")
             return {"steps": steps, "interrupted": True, "model": path}
         final = save_final(model, run_dir, config["save_replay_buffer"])
-        merge_progress(run_dir)
+        _note(merge_progress(run_dir), out)
         games = model.ep_info_buffer
         score = f"{np.mean([e['r'] for e in games]):.2f} over the last {len(games)} games" if games else "n/a"
         out(f"done: {steps} steps, recent true score {score}")

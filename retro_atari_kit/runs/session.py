@@ -1,0 +1,59 @@
+"""The life cycle every engine's ``train`` shares: stop signals, the lock, the start of a resumed segment,
+and what is left when a run ends before its first checkpoint.
+
+::
+
+    with training_session(run_dir, new_run=resume_from is None) as stop:
+        segment = begin_segment(run_dir, steps, saved_at) if resume_from else 0
+        ...build envs and the model...
+        stop.raise_if_requested("interrupted before training started")
+        ...train until done or stop.requested, then save a checkpoint...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Callable, Iterator
+
+from retro_atari_kit.runs.checkpoints import list_checkpoints
+from retro_atari_kit.runs.layout import resume_segment
+from retro_atari_kit.runs.lock import RunLock
+from retro_atari_kit.runs.progress import merge_progress, set_aside_orphaned_logs
+from retro_atari_kit.runs.stop import StopRequest, StopRequested, stop_signals
+
+Print = Callable[[str], None]
+
+
+@contextlib.contextmanager
+def training_session(run_dir: str, new_run: bool, out: Print = print) -> Iterator[StopRequest]:
+    """Hold ``run_dir``'s lock and catch stop signals for the block; yields the stop request.
+
+    A new run that ends in any way (an error, a stop before training started) without a checkpoint is
+    removed: nothing of value was saved, and a left-over dir would make the same command fail with "exists"
+    and ``--resume`` with "no checkpoint". A resumed run is never removed. A RunError for a lock held by
+    another process removes nothing.
+    """
+    with stop_signals() as stop, RunLock(run_dir):
+        try:
+            yield stop
+        except BaseException as exc:
+            if new_run and not list_checkpoints(run_dir):
+                shutil.rmtree(run_dir, ignore_errors=True)
+                out(f"nothing was saved; removed {run_dir}")
+            if isinstance(exc, StopRequested) and not new_run:
+                out(f"{run_dir} is as it was; resume with: retrokit train --resume {run_dir}")
+            raise
+
+
+def begin_segment(run_dir: str, steps: int, saved_at: float, out: Print = print) -> int:
+    """Start the next resumed segment of ``run_dir`` (under its lock); returns the segment number.
+
+    Merges the progress parts of earlier segments and sets aside logs written past the checkpoint the
+    resume starts from (``steps`` agent steps, written at ``saved_at``), printing what it did.
+    """
+    segment = resume_segment(run_dir)
+    for note in (merge_progress(run_dir), set_aside_orphaned_logs(run_dir, steps, saved_at)):
+        if note:
+            out(note)
+    return segment
