@@ -10,22 +10,38 @@ Observations are checked against ``gym.make`` envs stepped by hand with the same
 from __future__ import annotations
 
 import functools
+import multiprocessing as mp
 import subprocess
 import sys
 
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
-from torchrl.envs import GymEnv, GymWrapper, ParallelEnv
-from torchrl.envs.utils import check_env_specs
 
-from retro_atari_kit.envs.ale import make_ale_env
-from retro_atari_kit.envs.retro import make_retro_env
+# ``import torchrl`` sets the process-wide start method to spawn; collecting this file must not change
+# how every later test in the session starts its processes, so it is put back, and set for these tests only
+_START_METHOD = mp.get_start_method(allow_none=True)
+import torch  # noqa: E402
+from torchrl.envs import GymEnv, GymWrapper, ParallelEnv  # noqa: E402
+from torchrl.envs.utils import check_env_specs  # noqa: E402
+
+mp.set_start_method(_START_METHOD, force=True)
+
+from retro_atari_kit.envs.ale import make_ale_env  # noqa: E402
+from retro_atari_kit.envs.retro import make_retro_env  # noqa: E402
 
 ALE_ID, ALE_KWARGS = "RetroKit/Pong-v0", {"noop_max": 0}
 RETRO_ID, RETRO_KWARGS = "RetroKit/Pong-Atari2600-v0", {"sticky_actions": 0.0}
 IDS = [(ALE_ID, ALE_KWARGS), (RETRO_ID, RETRO_KWARGS)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def torchrl_start_method():
+    """TorchRL's own start method (spawn) while these tests run, the session's again afterwards."""
+    before = mp.get_start_method(allow_none=True)
+    mp.set_start_method("spawn", force=True)
+    yield
+    mp.set_start_method(before, force=True)
 
 
 def in_fresh_processes(env_id: str) -> str:
