@@ -1,0 +1,234 @@
+"""``retrokit train`` under races, signals and hand-edited runs: real processes, real signals, real PPO steps.
+
+Each fault must leave either nothing (a command that failed) or a run that resumes; never a dir that says
+"exists" to a new run and "no checkpoint" to ``--resume``, a stale lock, or a half-written checkpoint.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from retro_atari_kit.cli import main
+from retro_atari_kit.runs import list_checkpoints
+
+ENV = "RetroKit/Pong-v0"
+TINY = ["--n-envs", "1", "--set", "n_steps=32", "--set", "batch_size=32"]
+CLI = [sys.executable, "-m", "retro_atari_kit.cli"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> str:
+    """A finished 64-step PPO run with checkpoints at 32 and 64 steps."""
+    run = str(tmp_path_factory.mktemp("faults") / "pong")
+    argv = ["train", "ppo", ENV, "--timesteps", "64", "--run-dir", run, *TINY, "--checkpoint-every", "32"]
+    assert main(argv) == 0
+    return run
+
+
+def _copy(run: str, tmp_path) -> str:
+    target = str(tmp_path / "run")
+    shutil.copytree(run, target)
+    return target
+
+
+def _snapshot(run: str) -> dict[str, bytes]:
+    files = {}
+    for path in glob.glob(os.path.join(run, "**"), recursive=True) + glob.glob(os.path.join(run, ".*")):
+        if os.path.isfile(path):
+            with open(path, "rb") as fh:
+                files[os.path.relpath(path, run)] = fh.read()
+    return files
+
+
+def _totals(run: str) -> list[int]:
+    with open(os.path.join(run, "progress.csv"), newline="") as fh:
+        return [int(float(row["time/total_timesteps"])) for row in csv.DictReader(fh)]
+
+
+def _leftovers(run: str) -> list[str]:
+    """Temporaries of atomic writes and the lock file: none may outlive a command."""
+    names = glob.glob(os.path.join(run, "**", ".*tmp*"), recursive=True)
+    return names + glob.glob(os.path.join(run, ".train.pid"))
+
+
+def _steps_of(path: str) -> int:
+    from stable_baselines3 import PPO
+
+    return int(PPO.load(path, device="cpu").num_timesteps)
+
+
+def test_resumes_started_together_exactly_one_trains(tiny_run, tmp_path):
+    run = _copy(tiny_run, tmp_path)
+    cmd = [*CLI, "train", "--resume", run, "--timesteps", "320"]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)
+    ]
+    try:
+        results = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    codes = [p.returncode for p in procs]
+    assert sorted(codes) == [0, 2, 2], results
+    for (_, err), code in zip(results, codes, strict=True):
+        if code == 2:
+            assert len(err.strip().splitlines()) == 1 and "still training" in err, err
+    assert _steps_of(os.path.join(run, "model.zip")) == 320
+    assert sorted(os.listdir(os.path.join(run, "monitor"))) == ["0.monitor.csv", "resume-1"]
+    totals = _totals(run)
+    assert totals == sorted(set(totals)) and totals[-1] == 320  # one segment's rows, no interleaving
+    assert not _leftovers(run)
+    assert main(["train", "--resume", run, "--timesteps", "352"]) == 0  # and it still resumes
+
+
+def test_a_second_signal_during_the_checkpoint_save_waits_for_it(tmp_path):
+    run = str(tmp_path / "run")
+    # --checkpoint-every 0: the only checkpoint is the one the stop saves, so a temporary file in
+    # checkpoints/ means that save is under way
+    cmd = [
+        *CLI,
+        "train",
+        "ppo",
+        ENV,
+        "--timesteps",
+        "1e6",
+        "--run-dir",
+        run,
+        *TINY,
+        "--checkpoint-every",
+        "0",
+    ]
+    err = open(tmp_path / "stderr.txt", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    ckpts = os.path.join(run, "checkpoints")
+    signalled_during_save = 0
+    try:
+        while not os.path.exists(os.path.join(run, "progress.csv")) or len(_totals(run)) < 2:
+            assert proc.poll() is None, open(tmp_path / "stderr.txt").read()
+            time.sleep(0.05)  # training is under way once PPO logged two rollouts
+        proc.send_signal(signal.SIGINT)
+        while proc.poll() is None:
+            saving = os.path.isdir(ckpts) and any(".tmp-" in name for name in os.listdir(ckpts))
+            if saving:
+                proc.send_signal(signal.SIGTERM)
+                signalled_during_save += 1
+            elif signalled_during_save:
+                break  # the save is over: later signals would meet the shell's default, not the run
+            time.sleep(0.001)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        err.close()
+    reader.join(timeout=10)
+    assert signalled_during_save, "never saw the checkpoint being written"
+    assert proc.returncode == 0, open(tmp_path / "stderr.txt").read()
+    stopped = next(line for line in lines if line.startswith("interrupted at"))
+    steps, path = list_checkpoints(run)[-1]
+    assert stopped.startswith(f"interrupted at {steps} steps") and _steps_of(path) == steps >= 64
+    assert not _leftovers(run)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_right_after_config_yaml_appears_leaves_no_half_made_run(tmp_path, sig):
+    run = str(tmp_path / "run")
+    cmd = [*CLI, "train", "ppo", ENV, "--timesteps", "1e6", "--run-dir", run, *TINY]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not os.path.exists(os.path.join(run, "config.yaml")):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.001)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + sig, (out, err)
+    assert err.strip().splitlines()[-1] == "retrokit: interrupted before training started", err
+    assert f"nothing was saved; removed {run}" in out
+    assert not os.path.exists(run)  # the same command can simply be run again
+
+
+def test_resume_and_force_ignore_a_lock_file_naming_an_unrelated_process(tiny_run, tmp_path, capsys):
+    run = _copy(tiny_run, tmp_path)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        for argv in (
+            ["train", "--resume", run, "--timesteps", "96"],
+            ["train", "ppo", ENV, "--run-dir", run],
+        ):
+            with open(os.path.join(run, ".train.pid"), "w") as fh:  # left by a SIGKILLed trainer; pid reused
+                fh.write(f"{sleeper.pid}\n")
+            if argv[1] == "ppo":
+                argv += ["--timesteps", "32", "--force", *TINY]
+            assert main(argv) == 0, capsys.readouterr().err
+        assert _steps_of(os.path.join(run, "model.zip")) == 32  # --force started the run over
+        assert sleeper.poll() is None and not _leftovers(run)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@pytest.mark.parametrize(
+    "old, new, needles",
+    [
+        ("algo: ppo", "algo: dqn", ["algo 'dqn'", "model_64_steps.zip is a ppo model", "algo: ppo"]),
+        ("algo: ppo", "algo: a2c", ["algo 'a2c'", "is a ppo model"]),
+        ("n_envs: 1\n", "n_envs: abc\n", ["config.yaml: n_envs: 'abc' is not an integer"]),
+        ("env_id: RetroKit/Pong-v0", "env_id: RetroKit/Pongg-v0", ["config.yaml: env_id: unknown env"]),
+        ("hyperparams:", "hyperparameters_of_old:", ["config.yaml: hyperparams: missing"]),
+        ("env_kwargs: {}", "env_kwargs: {frame_stack: 2}", ["observations (4, 84, 84)", "(2, 84, 84)"]),
+    ],
+)
+def test_resume_of_a_hand_edited_config_writes_nothing(tiny_run, tmp_path, capsys, old, new, needles):
+    run = _copy(tiny_run, tmp_path)
+    path = os.path.join(run, "config.yaml")
+    text = open(path).read()
+    assert old in text
+    with open(path, "w") as fh:
+        fh.write(text.replace(old, new))
+    before = _snapshot(run)
+    capsys.readouterr()
+    assert main(["train", "--resume", run, "--timesteps", "500"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("retrokit: error:"), err
+    for needle in needles:
+        assert needle in err, err
+    assert _snapshot(run) == before  # not even --timesteps went into config.yaml
+
+
+def test_a_damaged_progress_part_does_not_make_the_run_unresumable(tiny_run, tmp_path, capsys):
+    # what two resumes writing one part file at once used to leave: rows of both interleaved
+    run = _copy(tiny_run, tmp_path)
+    os.makedirs(os.path.join(run, "monitor", "resume-1"))
+    with open(os.path.join(run, "progress.part1.csv"), "w") as fh:
+        fh.write("time/total_timesteps,train/loss\n96,0.5\n96,0.5,time/total_timesteps,train/loss\n1")
+    capsys.readouterr()
+    assert main(["train", "--resume", run, "--timesteps", "96"]) == 0
+    out = capsys.readouterr().out
+    assert "left out 2 damaged lines" in out and "orphaned-1" in out
+    assert _totals(run)[-1] == 96 and _steps_of(os.path.join(run, "model.zip")) == 96
+
+
+def test_model_zip_survives_a_damaged_last_checkpoint(tiny_run, tmp_path):
+    final, (steps, last) = os.path.join(tiny_run, "model.zip"), list_checkpoints(tiny_run)[-1]
+    assert not os.path.samefile(final, last)  # two files (a copy of the run could not tell a hard link)
+    run = _copy(tiny_run, tmp_path)
+    steps, last = list_checkpoints(run)[-1]
+    with open(last, "r+b") as fh:  # damaged in place, e.g. by a disk error: model.zip is another file
+        fh.write(b"\0" * 64)
+    assert _steps_of(os.path.join(run, "model.zip")) == steps == 64
