@@ -21,6 +21,7 @@ from retro_atari_kit.runs.checkpoints import (
     publish_final_model,
 )
 from retro_atari_kit.runs.errors import RunError
+from retro_atari_kit.runs.export import RECORD_FILES, check_export_target, copy_run_record
 from retro_atari_kit.runs.files import atomic_write, atomic_write_bytes, atomic_write_text
 from retro_atari_kit.runs.layout import (
     CONFIG_FILE,
@@ -54,6 +55,7 @@ __all__ = [
     "LOCK_FILE",
     "ORPHANED_PREFIX",
     "MonitorCSV",
+    "RECORD_FILES",
     "RunError",
     "RunLock",
     "StopRequest",
@@ -65,7 +67,9 @@ __all__ = [
     "atomic_write_text",
     "begin_segment",
     "check_new_run_dir",
+    "check_export_target",
     "checkpoint_path",
+    "copy_run_record",
     "create_run_dir",
     "default_run_dir",
     "final_model_path",
