@@ -1,18 +1,29 @@
 """Native ALE backend: ale-py's ``AtariVectorEnv`` C++ emulation threads under the kit's exact semantics.
 
-What runs in C++ (one single-env ``AtariVectorEnv`` per env, each with its own thread, driven with
-non-blocking ``send``/``recv`` so all envs emulate in parallel): the emulator, no-op starts, frame skip with
-max-pooling over the last two **RGB** frames, the 108k-frame cap and sticky actions. Its own fire reset
-(one FIRE frame), episodic life (which resets the whole game), reward clipping and grayscale/resize are
-switched off, because they differ from the kit's stack:
+What runs in C++ (one single-env ``AtariVectorEnv`` per env, each with its own thread; every action is
+sent before any result is collected, so all envs emulate in parallel): the emulator, no-op starts, frame
+skip with max-pooling over the last two **RGB** frames, the 108k-frame cap and sticky actions. Its own
+fire reset (one FIRE frame), episodic life (which resets the whole game), reward clipping and
+grayscale/resize are switched off, because they differ from the kit's stack.
 
-- ALE's grayscale is not ``cv2.COLOR_RGB2GRAY`` (Pong frames differ by up to 16 levels), and gray
-  max-pooling differs from max-pooling RGB then converting. So C++ returns the max-pooled 210x160 RGB
-  frame and this module applies the kit's :class:`~retro_atari_kit.wrappers.WarpFrame` steps (crop,
-  ``cv2.COLOR_RGB2GRAY``, ``cv2.INTER_AREA`` resize) in the main process.
-- Time limit, true-score statistics, episodic life (continue the game with a NOOP after a life loss),
-  fire reset (FIRE then action 2) and reward clipping are re-implemented per env below, line for line
-  with the wrappers, so observations, rewards, terminations and ``info["episode"]`` equal ``gym.make``'s.
+Why one single-env ``AtariVectorEnv`` per env and not one N-env one: an N-env ``AtariVectorEnv`` can only
+step all of its envs together (``send`` takes one action per env; only ``reset`` takes a subset), while
+the kit's resets step one env several times on its own (the NOOP that continues a game after a life loss,
+then FIRE and action 2). One env per ``AtariVectorEnv`` is the only way to do that exactly.
+
+What runs in this process, for all envs at once:
+
+- The warp (crop, ``cv2.COLOR_RGB2GRAY``, ``cv2.INTER_AREA`` resize) of the max-pooled RGB frames runs on
+  a small thread pool (:mod:`retro_atari_kit.vector._warp`), off the calling thread, through the same
+  function as :class:`~retro_atari_kit.wrappers.WarpFrame`. ALE's own grayscale is not
+  ``cv2.COLOR_RGB2GRAY`` and gray max-pooling differs from max-pooling RGB, so C++ cannot do it.
+- Time limit (gymnasium's ``TimeLimit`` rule), true-score statistics, episodic life and reward clipping
+  are computed on numpy arrays over the envs that stepped, with the rule functions the wrappers use
+  (:func:`~retro_atari_kit.wrappers.episodic_life.life_loss_step`,
+  :func:`~retro_atari_kit.wrappers.clip_reward.clip_to_sign`,
+  :func:`~retro_atari_kit.wrappers.true_score.episode_record`). Resets (rare) run env by env with the
+  wrappers' reset rules (:func:`~retro_atari_kit.wrappers.episodic_life.continue_or_reset`,
+  :func:`~retro_atari_kit.wrappers.fire_reset.fire_start`) while the other envs keep emulating.
 - No-op starts: ale-py draws 0..``n-1`` no-op frames; the kit draws 1..``noop_max``. We ask C++ for
   ``noop_max + 1`` and reset again when it drew 0, which gives exactly the kit's distribution. The random
   generator differs from ``gym.make``'s, so the same seed gives different no-op counts (and sticky-action
@@ -32,11 +43,15 @@ from gymnasium.vector import AutoresetMode
 
 from retro_atari_kit.catalog import ale_game
 from retro_atari_kit.vector._stacked import Seeds, StackedVectorEnv
-from retro_atari_kit.wrappers.fire_reset import fire_reset_enabled
-from retro_atari_kit.wrappers.warp_frame import crop_and_resize
+from retro_atari_kit.vector._warp import FrameWarper, default_warp_threads
+from retro_atari_kit.wrappers.clip_reward import clip_to_sign
+from retro_atari_kit.wrappers.episodic_life import continue_or_reset, life_loss_step
+from retro_atari_kit.wrappers.fire_reset import fire_reset_enabled, fire_start
+from retro_atari_kit.wrappers.true_score import episode_record
 
-NOOP, FIRE = 0, 1
+NOOP = 0
 MAX_FRAMES_PER_EPISODE = 108_000
+_PADDLE = [1.0]  # paddle strength of a discrete action
 
 
 def native_incompatibilities(cfg: dict[str, Any]) -> list[str]:
@@ -52,157 +67,65 @@ def native_incompatibilities(cfg: dict[str, Any]) -> list[str]:
     return problems
 
 
-class _NativeEnv:
-    """One env: a single-env ``AtariVectorEnv`` plus the kit's wrapper logic above max-and-skip."""
+def _make_core(rom: str, cfg: dict[str, Any]):
+    """One env in C++: emulator, no-op starts, frame skip with RGB max-pooling, frame cap, sticky actions."""
+    from ale_py.vector_env import AtariVectorEnv
 
-    def __init__(self, rom: str, cfg: dict[str, Any]):
-        from ale_py.vector_env import AtariVectorEnv
+    noop_max = cfg["noop_max"]
+    return AtariVectorEnv(
+        rom,
+        1,
+        num_threads=1,
+        frameskip=cfg["frame_skip"],
+        maxpool=cfg["frame_skip"] > 1,
+        noop_max=noop_max + 1 if noop_max > 0 else 0,
+        use_fire_reset=False,
+        episodic_life=False,
+        reward_clipping=False,
+        grayscale=False,
+        img_height=210,
+        img_width=160,
+        stack_num=1,
+        repeat_action_probability=cfg["sticky_actions"],
+        full_action_space=cfg["full_action_space"],
+        max_num_frames_per_episode=MAX_FRAMES_PER_EPISODE,
+        autoreset_mode=AutoresetMode.NEXT_STEP,
+    )
 
-        self.noop_max = cfg["noop_max"]
-        self.core = AtariVectorEnv(
-            rom,
-            1,
-            num_threads=1,
-            frameskip=cfg["frame_skip"],
-            maxpool=cfg["frame_skip"] > 1,
-            noop_max=self.noop_max + 1 if self.noop_max > 0 else 0,
-            use_fire_reset=False,
-            episodic_life=False,
-            reward_clipping=False,
-            grayscale=False,
-            img_height=210,
-            img_width=160,
-            stack_num=1,
-            repeat_action_probability=cfg["sticky_actions"],
-            full_action_space=cfg["full_action_space"],
-            max_num_frames_per_episode=MAX_FRAMES_PER_EPISODE,
-            autoreset_mode=AutoresetMode.NEXT_STEP,
-        )
-        self.max_steps = cfg["max_episode_steps"]
-        self.episodic = cfg["terminal_on_life_loss"]
-        self.clip = cfg["clip_reward"]
-        self.size, self.grayscale, self.crop = cfg["screen_size"], cfg["grayscale"], cfg["crop_score"]
-        self.fire = False  # set by the driver from the action meanings
-        self._action = np.zeros(1, dtype=np.int64)
-        self._paddle = np.ones(1, dtype=np.float32)
-        # state of TimeLimit, TrueScoreStatistics and EpisodicLife
-        self.elapsed = 0
-        self.score = 0.0
-        self.length = 0
-        self.start = time.perf_counter()
-        self.lives = 0
-        self.continue_game = False
 
-    # -- max-and-skip level: the C++ env (+ TimeLimit + TrueScoreStatistics) -------------------------
-    def _core_reset(self, seed: int | None):
-        obs, info = self.core.reset(seed=None if seed is None else np.array([seed]))
-        while self.noop_max > 0 and int(info["episode_frame_number"][0]) == 0:
-            obs, info = self.core.reset()  # C++ drew 0 no-ops; the kit draws 1..noop_max
-        self.elapsed = 0
-        self.score, self.length, self.start = 0.0, 0, time.perf_counter()
-        return obs[0, 0], self._info(info)
-
-    def send(self, action: int) -> None:
-        self._action[0] = action
-        self.core.ale.send(self._action, self._paddle)
-
-    def _core_finish(self):
-        obs, reward, terminated, truncated, info = self.core.ale.recv()
-        reward, terminated, truncated = float(reward[0]), bool(terminated[0]), bool(truncated[0])
-        info = self._info(info)
-        self.elapsed += 1
-        if self.max_steps is not None and self.elapsed >= self.max_steps:
-            truncated = True
-        self.score += reward
-        self.length += 1
-        if terminated or truncated:
-            info["episode"] = {
-                "r": self.score,
-                "l": self.length,
-                "t": round(time.perf_counter() - self.start, 6),
-            }
-        return obs[0, 0], reward, terminated, truncated, info
-
-    def _core_step(self, action: int):
-        self.send(action)
-        return self._core_finish()
-
-    @staticmethod
-    def _info(native: dict[str, np.ndarray]) -> dict[str, Any]:
-        return {
-            "lives": int(native["lives"][0]),
-            "episode_frame_number": int(native["episode_frame_number"][0]),
-            "frame_number": int(native["frame_number"][0]),
-        }
-
-    # -- episodic life ------------------------------------------------------------------------------
-    def _life_step(self, result):
-        obs, reward, terminated, truncated, info = result
-        if not self.episodic:
-            return result
-        lives = info["lives"]
-        lost_life = 0 < lives < self.lives
-        self.lives = lives
-        self.continue_game = lost_life and not (terminated or truncated)
-        return obs, reward, terminated or lost_life, truncated, info
-
-    def _life_reset(self, seed: int | None):
-        if self.episodic and self.continue_game and seed is None:
-            self.continue_game = False
-            obs, _, terminated, truncated, info = self._core_step(NOOP)
-            if not (terminated or truncated):
-                self.lives = info["lives"]
-                return obs, info
-        self.continue_game = False
-        obs, info = self._core_reset(seed)
-        self.lives = info["lives"]
-        return obs, info
-
-    # -- fire reset, warp, clip: the public per-env API ----------------------------------------------
-    def reset(self, seed: int | None):
-        obs, info = self._life_reset(seed)
-        if self.fire:
-            obs, _, terminated, truncated, info = self._life_step(self._core_step(FIRE))
-            if terminated or truncated:
-                self._life_reset(None)
-            obs, _, terminated, truncated, info = self._life_step(self._core_step(2))
-            if terminated or truncated:
-                obs, info = self._life_reset(None)
-        return self.warp(obs), info
-
-    def finish(self):
-        obs, reward, terminated, truncated, info = self._life_step(self._core_finish())
-        if self.clip:
-            reward = float(np.sign(reward))
-        return self.warp(obs), reward, terminated, truncated, info
-
-    def warp(self, frame: np.ndarray) -> np.ndarray:
-        """Exactly :class:`retro_atari_kit.wrappers.WarpFrame`: crop, RGB2GRAY, INTER_AREA resize."""
-        return crop_and_resize(frame, self.size, self.grayscale, self.crop)
-
-    def close(self) -> None:
-        self.core.close()
+Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict]]
 
 
 class NativeDriver:
-    """Frame driver over N :class:`_NativeEnv`: sends every action first, so the C++ threads overlap."""
+    """Frame driver over N single-env ``AtariVectorEnv`` cores with the kit's stack above max-and-skip.
 
-    def __init__(self, game: str, num_envs: int, cfg: dict[str, Any]):
+    Per-env state (time limit, true score, lives) lives in arrays indexed by env. Layers, bottom up, as
+    in the wrapper stack: *core* (C++ env + time limit + true score), *life* (episodic life), then fire
+    reset, warp and reward clip.
+    """
+
+    def __init__(self, game: str, num_envs: int, cfg: dict[str, Any], warp_threads: int | None = None):
         import gymnasium as gym
 
         rom = ale_game(game).rom
-        self.envs: list[_NativeEnv] = []
+        self.cores: list[Any] = []
+        self.warper: FrameWarper | None = None
         try:
             for _ in range(num_envs):
-                self.envs.append(_NativeEnv(rom, cfg))
+                self.cores.append(_make_core(rom, cfg))
+            threads = warp_threads if warp_threads is not None else default_warp_threads(num_envs)
+            self.warper = FrameWarper(cfg["grayscale"], cfg["crop_score"], threads)
         except BaseException:
             self.close()
             raise
-        action_set = self.envs[0].core.ale.get_action_set()
-        meanings = [action.name for action in action_set]
-        fire = fire_reset_enabled(meanings, cfg["fire_reset"])
-        for env in self.envs:
-            env.fire = fire
+        self._ales = [core.ale for core in self.cores]
+        action_set = self._ales[0].get_action_set()
+        self.action_meanings = [action.name for action in action_set]
+        self.fire = fire_reset_enabled(self.action_meanings, cfg["fire_reset"])
+        self.noop_max = cfg["noop_max"]
+        self.max_steps = cfg["max_episode_steps"]
+        self.episodic = cfg["terminal_on_life_loss"]
+        self.clip = cfg["clip_reward"]
         self.num_envs = num_envs
         channels = 1 if cfg["grayscale"] else 3
         size = cfg["screen_size"]
@@ -210,13 +133,127 @@ class NativeDriver:
         self.action_space = gym.spaces.Discrete(len(action_set))
         self.metadata = {"render_modes": [], "render_mode": None}
         self.frames = np.zeros((num_envs, channels, size, size), dtype=np.uint8)
-        self.action_meanings = meanings
+        self._all = list(range(num_envs))
+        # state of TimeLimit and TrueScoreStatistics (core level) and EpisodicLife, one entry per env
+        self.elapsed = np.zeros(num_envs, dtype=np.int64)
+        self.score = np.zeros(num_envs, dtype=np.float64)
+        self.length = np.zeros(num_envs, dtype=np.int64)
+        self.start = np.zeros(num_envs, dtype=np.float64)
+        self.lives = np.zeros(num_envs, dtype=np.int64)
+        self.continue_game = np.zeros(num_envs, dtype=bool)
+        self._raw: list[np.ndarray | None] = [None] * num_envs  # latest max-pooled RGB frame per env
+        self._results: list[Any] = [None] * num_envs  # latest ale-py step result per env
+        self._receivers = [lambda i=i: self._receive(i) for i in range(num_envs)]
 
+    # -- core level: the C++ envs + TimeLimit + TrueScoreStatistics, for a list of envs ---------------
+    def _rows(self, envs: list[int]) -> slice | np.ndarray:
+        return slice(None) if len(envs) == self.num_envs else np.asarray(envs, dtype=np.intp)
+
+    def _send(self, envs: list[int], actions: list[int]) -> None:
+        for i, action in zip(envs, actions, strict=True):
+            self._ales[i].send([action], _PADDLE)
+
+    def _receive(self, i: int) -> np.ndarray:
+        """Block until env ``i``'s step or reset arrives; keep the result and return its RGB frame.
+        Called from the warp threads, so each frame is warped as soon as its env is done."""
+        result = self._ales[i].recv()
+        self._results[i] = result
+        self._raw[i] = frame = result[0][0, 0]
+        return frame
+
+    def _recv(self, envs: list[int]) -> Step:
+        """Receive the steps sent to ``envs`` in this thread, then :meth:`_finish` them."""
+        for i in envs:
+            self._receive(i)
+        return self._finish(envs)
+
+    def _finish(self, envs: list[int]) -> Step:
+        """The received steps of ``envs`` through the time limit and the true-score statistics:
+        (rewards, terminated, truncated, lives, infos)."""
+        results = [self._results[i] for i in envs]
+        rewards = np.concatenate([r[1] for r in results]).astype(np.float64)
+        terminated = np.concatenate([r[2] for r in results])
+        truncated = np.concatenate([r[3] for r in results])
+        lives = np.concatenate([r[4]["lives"] for r in results])
+        episode_frames = np.concatenate([r[4]["episode_frame_number"] for r in results]).tolist()
+        frames = np.concatenate([r[4]["frame_number"] for r in results]).tolist()
+        rows = self._rows(envs)
+        self.elapsed[rows] += 1
+        if self.max_steps is not None:  # gymnasium's TimeLimit, as in the wrapper stack
+            truncated |= self.elapsed[rows] >= self.max_steps
+        self.score[rows] += rewards
+        self.length[rows] += 1
+        infos = [
+            {"lives": life, "episode_frame_number": episode_frame, "frame_number": frame}
+            for life, episode_frame, frame in zip(lives.tolist(), episode_frames, frames, strict=True)
+        ]
+        for k in np.flatnonzero(terminated | truncated).tolist():
+            i = envs[k]
+            infos[k]["episode"] = episode_record(
+                float(self.score[i]), int(self.length[i]), float(self.start[i])
+            )
+        return rewards, terminated, truncated, lives, infos
+
+    def _core_reset(self, i: int, seed: int | None) -> tuple[np.ndarray, dict]:
+        core = self.cores[i]
+        obs, info = core.reset(seed=None if seed is None else np.array([seed]))
+        while self.noop_max > 0 and int(info["episode_frame_number"][0]) == 0:
+            obs, info = core.reset()  # C++ drew 0 no-ops; the kit draws 1..noop_max
+        self.elapsed[i] = 0
+        self.score[i], self.length[i], self.start[i] = 0.0, 0, time.perf_counter()
+        self._raw[i] = obs[0, 0]
+        info = {
+            "lives": int(info["lives"][0]),
+            "episode_frame_number": int(info["episode_frame_number"][0]),
+            "frame_number": int(info["frame_number"][0]),
+        }
+        return self._raw[i], info
+
+    def _core_step(self, i: int, action: int):
+        self._send([i], [action])
+        rewards, terminated, truncated, _, infos = self._recv([i])
+        return self._raw[i], float(rewards[0]), bool(terminated[0]), bool(truncated[0]), infos[0]
+
+    # -- life level: EpisodicLife --------------------------------------------------------------------
+    def _life(self, envs: list[int], terminated: np.ndarray, truncated: np.ndarray, lives: np.ndarray):
+        if not self.episodic:
+            return terminated
+        rows = self._rows(envs)
+        terminated, continue_game = life_loss_step(lives, self.lives[rows], terminated, truncated)
+        self.lives[rows] = lives
+        self.continue_game[rows] = continue_game
+        return terminated
+
+    def _life_step(self, i: int, action: int):
+        self._send([i], [action])
+        rewards, terminated, truncated, lives, infos = self._recv([i])
+        terminated = self._life([i], terminated, truncated, lives)
+        return self._raw[i], float(rewards[0]), bool(terminated[0]), bool(truncated[0]), infos[0]
+
+    def _life_reset(self, i: int, seed: int | None) -> tuple[np.ndarray, dict]:
+        continue_game = self.episodic and bool(self.continue_game[i])
+        self.continue_game[i] = False
+        obs, info = continue_or_reset(
+            continue_game, seed, lambda: self._core_step(i, NOOP), lambda: self._core_reset(i, seed)
+        )
+        self.lives[i] = info["lives"]
+        return obs, info
+
+    # -- fire reset; the full reset of one env ---------------------------------------------------------
+    def _reset_env(self, i: int, seed: int | None) -> dict:
+        """Reset env ``i`` as the wrapper stack does; its new RGB frame is left in ``_raw[i]``."""
+        _, info = self._life_reset(i, seed)
+        if self.fire:
+            _, info = fire_start(lambda action: self._life_step(i, action), lambda: self._life_reset(i, None))
+        return info
+
+    def _warp(self, envs: list[int]) -> None:
+        self.warper.warp([self._raw[i] for i in envs], envs, self.frames)
+
+    # -- Driver API ----------------------------------------------------------------------------------
     def reset(self, indices: list[int], seeds: Seeds, options: dict | None) -> list[dict]:
-        infos = []
-        for i, seed in zip(indices, seeds, strict=True):
-            self.frames[i], info = self.envs[i].reset(seed)
-            infos.append(info)
+        infos = [self._reset_env(i, seed) for i, seed in zip(indices, seeds, strict=True)]
+        self._warp(list(indices))
         return infos
 
     def step(self, actions: np.ndarray, reset_mask: np.ndarray, same_step: bool):
@@ -224,29 +261,52 @@ class NativeDriver:
         actions = np.asarray(actions)
         if actions.shape != (n,):
             raise ValueError(f"actions must have shape ({n},), got {actions.shape}")
+        if n and (actions.min() < 0 or actions.max() >= self.action_space.n):
+            # ale-py would fail in its thread and never answer: refuse here instead of hanging
+            raise ValueError(
+                f"actions must be integers in [0, {self.action_space.n}), got {actions.tolist()}"
+            )
+        action_list = actions.astype(np.int64, copy=False).tolist()
+        resetting = np.flatnonzero(reset_mask).tolist()
+        stepping = [i for i in self._all if not reset_mask[i]] if resetting else self._all
         rewards = np.zeros(n, dtype=np.float64)
         terms = np.zeros(n, dtype=bool)
         truncs = np.zeros(n, dtype=bool)
-        infos: list[dict] = [{} for _ in range(n)]
+        infos: list[dict] = [{}] * n
+        self._send(stepping, action_list if not resetting else [action_list[i] for i in stepping])
+        for i in resetting:  # overlaps with the other envs' emulation
+            infos[i] = self._reset_env(i, None)
+        if not stepping:
+            self._warp(resetting)
+            return rewards, terms, truncs, infos, {}
+        sources = self._receivers
+        if resetting:  # their new frames are here already
+            sources = [self._raw[i] if reset_mask[i] else self._receivers[i] for i in self._all]
+        self.warper.wait(self.warper.submit(sources, self._all, self.frames))
+        step_rewards, step_terms, step_truncs, lives, step_infos = self._finish(stepping)
+        step_terms = self._life(stepping, step_terms, step_truncs, lives)
+        if self.clip:
+            step_rewards = clip_to_sign(step_rewards)
+        rows = self._rows(stepping)
+        rewards[rows], terms[rows], truncs[rows] = step_rewards, step_terms, step_truncs
+        if resetting:
+            for i, info in zip(stepping, step_infos, strict=True):
+                infos[i] = info
+        else:
+            infos = step_infos
         finals: dict[int, tuple[np.ndarray, dict]] = {}
-        for i in range(n):
-            if not reset_mask[i]:
-                self.envs[i].send(int(actions[i]))
-        for i in np.flatnonzero(reset_mask):  # overlaps with the other envs' emulation
-            self.frames[i], infos[i] = self.envs[i].reset(None)
-        for i in range(n):
-            if reset_mask[i]:
-                continue
-            frame, rewards[i], terms[i], truncs[i], infos[i] = self.envs[i].finish()
-            if same_step and (terms[i] or truncs[i]):
-                finals[i] = (frame, infos[i])
-                frame, infos[i] = self.envs[i].reset(None)
-            self.frames[i] = frame
+        if same_step:
+            ended = np.flatnonzero(terms | truncs).tolist()
+            for i in ended:
+                finals[i] = (self.frames[i].copy(), infos[i])
+                infos[i] = self._reset_env(i, None)
+            if ended:
+                self._warp(ended)
         return rewards, terms, truncs, infos, finals
 
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
         if name == "get_action_meanings":
-            return [list(self.action_meanings) for _ in self.envs]
+            return [list(self.action_meanings) for _ in self.cores]
         raise AttributeError(
             f"the native ALE backend has no per-env {name!r}; use backend='subprocess' for per-env calls"
         )
@@ -258,9 +318,12 @@ class NativeDriver:
         )
 
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
-        self.envs = []
+        if self.warper is not None:
+            self.warper.close()
+            self.warper = None
+        for core in self.cores:
+            core.close()
+        self.cores = []
 
 
 def make_native_vector_env(

@@ -8,6 +8,12 @@ from typing import Any
 import gymnasium as gym
 
 
+def episode_record(score: float, length: int, start: float) -> dict[str, float | int]:
+    """``info["episode"]`` for a game that ends now: true score, agent steps, seconds since ``start``
+    (a ``time.perf_counter()`` value). Shared with the native vector backend."""
+    return {"r": score, "l": length, "t": round(time.perf_counter() - start, 6)}
+
+
 class TrueScoreStatistics(gym.Wrapper):
     """Report the true game score in ``info["episode"]`` when the real game ends.
 
@@ -39,9 +45,5 @@ class TrueScoreStatistics(gym.Wrapper):
         self.length += 1
         if terminated or truncated:
             info = dict(info)
-            info["episode"] = {
-                "r": self.score,
-                "l": self.length,
-                "t": round(time.perf_counter() - self._start, 6),
-            }
+            info["episode"] = episode_record(self.score, self.length, self._start)
         return obs, reward, terminated, truncated, info

@@ -41,12 +41,23 @@ class WarpFrame(gym.ObservationWrapper):
 
 def crop_and_resize(frame: np.ndarray, size: int, grayscale: bool, crop: Box | None) -> np.ndarray:
     """The transformation of :class:`WarpFrame` on one ``(H, W, 3)`` uint8 RGB frame."""
+    out = np.empty((1 if grayscale else 3, size, size), dtype=np.uint8)
+    warp_into(frame, out, grayscale, crop)
+    return out
+
+
+def warp_into(frame: np.ndarray, out: np.ndarray, grayscale: bool, crop: Box | None) -> None:
+    """:func:`crop_and_resize` writing into ``out``, a ``(C, size, size)`` uint8 array (a view is fine).
+
+    The one definition of the warp: :class:`WarpFrame` and the native vector backend's threads call it.
+    Only OpenCV calls touch the pixels, and OpenCV releases the GIL, so threads warp frames in parallel.
+    """
     if crop is not None:
         top, bottom, left, right = crop
         frame = frame[top:bottom, left:right]
+    size = out.shape[-1]
     if grayscale:
-        frame = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
-    frame = cv2.resize(frame, (size, size), interpolation=cv2.INTER_AREA)
-    if grayscale:
-        return frame[None, :, :]
-    return np.ascontiguousarray(frame.transpose(2, 0, 1))
+        gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+        cv2.resize(gray, (size, size), dst=out[0], interpolation=cv2.INTER_AREA)
+    else:
+        out[:] = cv2.resize(frame, (size, size), interpolation=cv2.INTER_AREA).transpose(2, 0, 1)

@@ -1,0 +1,89 @@
+"""Main-thread CPU per env step: the kit's native ALE backend against raw ale-py ``AtariVectorEnv``.
+
+Whatever a vector env does in the calling thread runs under the GIL and does not scale with cores; the
+emulator threads (and the kit's warp threads) do. This measures ``time.thread_time()`` (CPU time of the
+calling thread only) around ``env.step`` with random actions on Pong, divided by the env steps taken
+(N envs x vector steps), for N in 1, 4, 8, 16. Run by hand, never in CI::
+
+    python benchmarks/main_thread_cpu.py                 # N in 1, 4, 8, 16
+    python benchmarks/main_thread_cpu.py --sizes 8 --steps 4000
+
+Contenders: ``gym.make_vec("RetroKit/Pong-v0", backend="native")`` (the kit's DeepMind stack, frames
+equal to SB3's AtariWrapper) and raw ``AtariVectorEnv("pong", N)`` (ale-py's own preprocessing). Prints
+microseconds of calling-thread CPU per env step (median of ``--repeats``, the contenders interleaved) and
+the wall-clock env steps/s of the same loops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+
+
+def kit_native(n: int):
+    import retro_atari_kit  # noqa: F401
+
+    return gym.make_vec("RetroKit/Pong-v0", num_envs=n, backend="native")
+
+
+def raw_ale(n: int):
+    from ale_py.vector_env import AtariVectorEnv
+
+    return AtariVectorEnv("pong", n)
+
+
+def measure(factory: Callable[[int], gym.vector.VectorEnv], n: int, steps: int, warmup: int = 50):
+    """(calling-thread CPU microseconds per env step, wall env steps/s) over ``steps`` vector steps."""
+    env = factory(n)
+    try:
+        actions = np.random.default_rng(0).integers(0, env.single_action_space.n, size=(steps + warmup, n))
+        env.reset(seed=0)
+        for t in range(warmup):
+            env.step(actions[t])
+        cpu = 0.0
+        start = time.perf_counter()
+        for t in range(warmup, warmup + steps):
+            before = time.thread_time()
+            env.step(actions[t])
+            cpu += time.thread_time() - before
+        wall = time.perf_counter() - start
+        return cpu / (steps * n) * 1e6, steps * n / wall
+    finally:
+        env.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 8, 16])
+    parser.add_argument("--env-steps", type=int, default=8000, help="env steps per measurement (all N envs)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    contenders = {"kit native": kit_native, "raw AtariVectorEnv": raw_ale}
+    print(f"Pong, random actions, {args.env_steps} env steps per measurement, median of {args.repeats}")
+    rows = []
+    for n in args.sizes:
+        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
+        for _ in range(args.repeats):
+            for name, factory in contenders.items():
+                samples[name].append(measure(factory, n, max(args.env_steps // n, 100)))
+        for name in contenders:
+            cpu = float(np.median([s[0] for s in samples[name]]))
+            fps = float(np.median([s[1] for s in samples[name]]))
+            rows.append((name, n, cpu, fps))
+            each = ", ".join(f"{s[0]:.1f}" for s in samples[name])
+            print(
+                f"  N={n:<3d} {name:20s} {cpu:7.1f} us/env step ({each})   {fps:8.0f} env steps/s", flush=True
+            )
+    print("\n| contender | N | main-thread CPU per env step (us) | env steps/s |\n|---|---|---|---|")
+    for name, n, cpu, fps in rows:
+        print(f"| {name} | {n} | {cpu:.1f} | {fps:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
