@@ -4,14 +4,14 @@
 
     runs/<env>-<algo>-<network>-<seed>-<time>/
         config.yaml            every resolved setting (``kind: retro-atari-kit run``, ``engine: sb3|rllib``)
-        model.zip              the final model (SB3: a hard link to the last checkpoint, not a copy)
+        model.zip              the final model: an independent copy of the last checkpoint (RLlib: model/)
         checkpoints/           model_<steps>_steps[.zip], written atomically
         monitor/               <rank>.monitor.csv per env, TRUE game scores; resume-<k>/ per resumed segment
         progress.csv           the engine's logger table (resumed segments merged in)
         log.txt, events.*      human-readable log, tensorboard
         evaluations.csv        periodic evaluations
         orphaned-<k>/          logs written past the checkpoint a resume started from (see progress.py)
-        .train.pid             the pid lock of the process training it (lock.py)
+        .train.pid             the lock of the process training it (lock.py)
 """
 
 from __future__ import annotations

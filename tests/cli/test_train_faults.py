@@ -232,3 +232,22 @@ def test_model_zip_survives_a_damaged_last_checkpoint(tiny_run, tmp_path):
     with open(last, "r+b") as fh:  # damaged in place, e.g. by a disk error: model.zip is another file
         fh.write(b"\0" * 64)
     assert _steps_of(os.path.join(run, "model.zip")) == steps == 64
+
+
+def test_rllib_resume_names_an_algo_that_does_not_match_the_checkpoint(tmp_path, capsys):
+    pytest.importorskip("ray.rllib", reason="the RLlib engine needs Ray RLlib")
+    results = os.path.join(os.path.dirname(__file__), "..", "..", "results", "pong-rllib-ppo-0")
+    run = str(tmp_path / "run")
+    shutil.copytree(results, run)
+    shutil.copytree(os.path.join(run, "model"), os.path.join(run, "checkpoints", "model_2000000_steps"))
+    path = os.path.join(run, "config.yaml")
+    with open(path) as fh:
+        text = fh.read()
+    with open(path, "w") as fh:
+        fh.write(text.replace("\nalgo: ppo\n", "\nalgo: appo\n"))
+    before = _snapshot(run)
+    capsys.readouterr()
+    assert main(["train", "--resume", run, "--timesteps", "3e6"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "algo 'appo'" in err and "is a ppo checkpoint" in err, err
+    assert _snapshot(run) == before
