@@ -36,11 +36,15 @@ BASE_BATCH = 32
 KIT_DQN_POLICY = "retro_atari_kit.integrations.sb3.policies.KitDQNPolicy"
 
 
-def _kit_kwargs(steps: int, learning_starts: int, parallel: bool, policy: str | None = None) -> dict:
-    """``pong-dqn`` (or ``pong-dqn-fast`` for the parallel path) with ``steps`` steps per update."""
+def _kit_kwargs(
+    steps: int, learning_starts: int, parallel: bool, policy: str | None = None, overrides: dict | None = None
+) -> dict:
+    """``pong-dqn`` (or ``pong-dqn-fast`` for the parallel path) with ``steps`` steps per update
+    (``overrides``: further preset values, e.g. a smaller ``buffer_size``)."""
     from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset, to_sb3_kwargs
 
     over = {"learning_starts": learning_starts, "train_freq": steps, "batch_size": BASE_BATCH * steps}
+    over.update(overrides or {})
     if policy is not None:
         over["policy"] = policy
     preset = apply_overrides(get_preset("dqn", "pong-dqn-fast" if parallel else "pong-dqn"), over)
@@ -49,7 +53,7 @@ def _kit_kwargs(steps: int, learning_starts: int, parallel: bool, policy: str | 
     return kw
 
 
-def make_sb3(learning_starts: int):
+def make_sb3(learning_starts: int, device: str = "cpu", overrides: dict | None = None):
     import ale_py
     import gymnasium as gym
     from stable_baselines3 import DQN
@@ -58,10 +62,15 @@ def make_sb3(learning_starts: int):
 
     gym.register_envs(ale_py)
     venv = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=1, seed=0), n_stack=4)
-    kw = _kit_kwargs(1, learning_starts, parallel=False)
+    kw = _kit_kwargs(1, learning_starts, parallel=False, overrides=overrides)
     for key in ("replay_buffer_class", "policy_kwargs", "optimize_memory_usage"):
         kw.pop(key)  # SB3's own ReplayBuffer and CnnPolicy (its NatureCNN)
-    return DQN(env=venv, device="cpu", seed=0, **kw), venv
+    kw["policy"] = "CnnPolicy"
+    # the preset's n-step returns go to the compact buffer's kwargs; SB3 sets them up itself from n_steps
+    n_steps = kw.pop("replay_buffer_kwargs", {}).get("n_steps", 1)
+    if n_steps > 1:
+        kw["n_steps"] = n_steps
+    return DQN(env=venv, device=device, seed=0, **kw), venv
 
 
 def make_kit(
@@ -70,20 +79,22 @@ def make_kit(
     parallel: bool = False,
     policy: str | None = None,
     threads: int | None = None,
+    device: str = "cpu",
+    overrides: dict | None = None,
 ):
     from stable_baselines3 import DQN
 
-    kw = _kit_kwargs(steps, learning_starts, parallel, policy)
+    kw = _kit_kwargs(steps, learning_starts, parallel, policy, overrides)
     if parallel:
         from retro_atari_kit.integrations.sb3.parallel_play import make_play_env, parallel_play_class
 
         venv = make_play_env("RetroKit/Pong-v0", n_envs=1, seed=0)
         cls = parallel_play_class(DQN, {"trainer_threads": threads})
-        return cls(env=venv, device="cpu", seed=0, **kw), venv
+        return cls(env=venv, device=device, seed=0, **kw), venv
     from retro_atari_kit.integrations.sb3 import make_vec_env
 
     venv = make_vec_env("RetroKit/Pong-v0", n_envs=1, seed=0)
-    return DQN(env=venv, device="cpu", seed=0, **kw), venv
+    return DQN(env=venv, device=device, seed=0, **kw), venv
 
 
 def contenders(steps_list: list[int], parallel_list: list[int]) -> dict:

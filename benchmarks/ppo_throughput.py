@@ -3,8 +3,9 @@
 Contenders (Pong, RL Zoo Atari PPO hyperparameters: 8 envs x 128 steps, 4 epochs, batch 256):
 
 - ``sb3``: plain SB3 as its docs show it: ``make_atari_env("PongNoFrameskip-v4", n_envs=8)`` (DummyVecEnv,
-  SB3 ``AtariWrapper``) + ``VecFrameStack(4)`` + ``PPO("CnnPolicy")`` (SB3's Nature CNN, or for Impala an
-  IMPALA CNN in the default memory format).
+  SB3 ``AtariWrapper``) + ``VecFrameStack(4)`` + ``PPO("CnnPolicy")`` with SB3's ``RolloutBuffer`` and Adam
+  (SB3's Nature CNN, or for Impala an IMPALA CNN in the default memory format); only the zoo numbers come
+  from the kit's preset.
 - ``kit``: ``make_vec_env("RetroKit/Pong-v0", n_envs=8)`` (the kit's fastest backend) + the kit's extractor
   (channels-last) + ``get_preset("ppo")`` (``KitCnnPolicy``, float32).
 - ``kit-bf16``: the same with ``get_preset("ppo", "bf16")`` (the CNN under bf16 autocast; only where the CPU
@@ -28,23 +29,46 @@ import time
 import torch
 
 
-def _zoo_kwargs() -> dict:
+def _plain_kwargs(preset_name: str = "default") -> dict:
+    """The preset's hyperparameters as plain SB3 takes them: SB3's ``CnnPolicy`` and ``RolloutBuffer``, its
+    default Adam (the kit's policy class, channels-last rollout buffer and fused Adam are the kit's side)."""
     from retro_atari_kit.integrations.sb3.presets import get_preset, to_sb3_kwargs
 
-    kw = to_sb3_kwargs(get_preset("ppo"))
-    kw.pop("policy_kwargs", None)
+    kw = to_sb3_kwargs(get_preset("ppo", preset_name))
+    for key in ("policy_kwargs", "rollout_buffer_class", "n_envs"):
+        kw.pop(key, None)
+    kw["policy"] = "CnnPolicy"
     return kw
 
 
-def make_sb3(network: str):
+def _pong_no_frameskip(**kwargs):
+    """``PongNoFrameskip-v4``, registering ale-py's IDs first (subprocess workers start without them)."""
     import ale_py
     import gymnasium as gym
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.env_util import make_atari_env
-    from stable_baselines3.common.vec_env import VecFrameStack
 
     gym.register_envs(ale_py)
-    venv = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=8, seed=0), n_stack=4)
+    return gym.make("PongNoFrameskip-v4", **kwargs)
+
+
+def make_sb3(
+    network: str,
+    preset_name: str = "default",
+    device: str = "cpu",
+    vec_env: str = "dummy",
+    overrides: dict | None = None,
+):
+    """Plain SB3 at the hyperparameters (and ``n_envs``) of the kit's PPO preset ``preset_name``:
+    ``make_atari_env`` with ``DummyVecEnv`` (``vec_env="dummy"``) or ``SubprocVecEnv`` (``"subproc"``)."""
+    from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack
+
+    n_envs = apply_overrides(get_preset("ppo", preset_name), overrides or {})["n_envs"]
+    vec_cls = {"dummy": DummyVecEnv, "subproc": SubprocVecEnv}[vec_env]
+    venv = VecFrameStack(
+        make_atari_env(_pong_no_frameskip, n_envs=n_envs, seed=0, vec_env_cls=vec_cls), n_stack=4
+    )
     pk = {}
     if network == "impala":
         from retro_atari_kit.integrations.sb3 import ImpalaCNN
@@ -55,17 +79,20 @@ def make_sb3(network: str):
             features_extractor_kwargs=dict(channels_last=False),
             net_arch=[],
         )
-    return PPO(env=venv, device="cpu", seed=0, policy_kwargs=pk, **_zoo_kwargs())
+    kw = _plain_kwargs(preset_name)
+    kw.update({k: v for k, v in (overrides or {}).items() if k != "n_envs"})
+    return PPO(env=venv, device=device, seed=0, policy_kwargs=pk, **kw)
 
 
-def make_kit(network: str, preset_name: str = "default"):
+def make_kit(network: str, preset_name: str = "default", device: str = "cpu", overrides: dict | None = None):
+    """The kit: ``make_vec_env`` (fastest backend) and the PPO preset ``preset_name`` as shipped."""
     from retro_atari_kit.integrations.sb3 import make_vec_env
-    from retro_atari_kit.integrations.sb3.presets import get_preset, to_sb3_kwargs
+    from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset, to_sb3_kwargs
     from stable_baselines3 import PPO
 
-    preset = get_preset("ppo", preset_name)
+    preset = apply_overrides(get_preset("ppo", preset_name), overrides or {})
     venv = make_vec_env("RetroKit/Pong-v0", n_envs=preset["n_envs"], seed=0)
-    return PPO(env=venv, device="cpu", seed=0, **to_sb3_kwargs(preset, network=network))
+    return PPO(env=venv, device=device, seed=0, **to_sb3_kwargs(preset, network=network))
 
 
 def measure(model, rollouts: int, warmup: int) -> float:

@@ -1,0 +1,473 @@
+"""The GPU suite: on a CUDA machine, one command runs the CUDA-only tests and the GPU benchmarks (< 8 min).
+
+Sections, each with its own time budget (repeats alternate the contenders until the budget is spent, at
+least one; the median is reported), all in one run so the ratios are side by side:
+
+1. **tests**: ``pytest tests/gpu/test_cuda.py`` (every model, SB3 policy and preset on ``cuda``, bf16
+   autocast, the compact replay's pinned / non-blocking copies against the CPU path).
+2. **env**: env steps/s on Pong with random actions at 8 / 16 / 32 envs: the kit (``gym.make_vec``, backend
+   auto), SB3 ``SubprocVecEnv(make_atari_env)`` + ``VecFrameStack``, EnvPool (if installed) and raw ale-py
+   ``AtariVectorEnv`` (no kit semantics: the ceiling), with the functions of ``vec_throughput.py``.
+3. **ppo**: PPO training steps/s at the ``gpu`` preset (32 envs x 128 steps, batch 1024), Nature and Impala:
+   plain SB3 (``SubprocVecEnv``, SB3's ``CnnPolicy`` and buffer), the kit, and the kit with the CNN under
+   bf16 autocast where the GPU has native bf16 (functions of ``ppo_throughput.py``).
+4. **dqn**: DQN training steps/s on Pong, 1 env, after a random prefill: plain SB3, the kit's synchronous
+   ``pong-dqn``, ``pong-dqn-fast`` without and with its play process (``dqn_fast_throughput.py``).
+
+The report (device, torch / CUDA versions, cores, then one markdown table per section) goes to stdout and
+to ``--out``. Exit status 1 when a test failed or a measurement raised (the report is still written).
+
+Without a CUDA device it prints one line and exits 0, measuring nothing. ``--cpu-smoke`` runs every
+section on the CPU with tiny sizes and budgets: it checks the suite's own code (CI does), its figures
+mean nothing. Run by hand::
+
+    python benchmarks/gpu_suite.py --out gpu_suite.md
+    python benchmarks/gpu_suite.py --cpu-smoke --out /tmp/smoke.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# the hand-run benchmarks this suite reuses (this script's folder is on sys.path when it is run); imported
+# here so that forkserver workers (SB3's SubprocVecEnv) find them preloaded
+import dqn_fast_throughput as dqn_bench
+import ppo_throughput as ppo_bench
+import torch
+import vec_throughput as vec_bench
+
+ROOT = Path(__file__).resolve().parent.parent
+CUDA_TESTS = "tests/gpu/test_cuda.py"
+NO_CUDA = "no CUDA device: the GPU suite needs one; nothing measured"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes and time budgets (seconds) of one suite run."""
+
+    device: str
+    total_budget: float
+    test_budget: float
+    env_sizes: tuple[int, ...]
+    env_vector_steps: int
+    env_warmup: int
+    env_budget: float
+    ppo_overrides: dict = field(default_factory=dict)
+    ppo_sb3_vec_env: str = "subproc"
+    ppo_bf16: bool = True  # the bf16 contender, where the device has native bf16
+    ppo_rollouts: int = 1
+    ppo_warmup: int = 1
+    ppo_budget: float = 120.0
+    dqn_learning_starts: int = 1000
+    dqn_steps: int = 800
+    dqn_overrides: dict = field(default_factory=dict)
+    dqn_budget: float = 75.0
+    max_repeats: int = 3
+
+
+# 150 + 90 + 120 + 75 s of sections, the rest for start-up, model building and the last measurement of a
+# section that overruns its budget; the suite stops starting work at total_budget
+GPU_PLAN = Plan(
+    device="cuda",
+    total_budget=450.0,
+    test_budget=150.0,
+    env_sizes=(8, 16, 32),
+    env_vector_steps=400,
+    env_warmup=50,
+    env_budget=90.0,
+)
+SMOKE_PLAN = Plan(
+    device="cpu",
+    total_budget=120.0,
+    test_budget=60.0,
+    env_sizes=(2,),
+    env_vector_steps=20,
+    env_warmup=5,
+    env_budget=1.0,
+    ppo_overrides={"n_envs": 2, "n_steps": 4, "batch_size": 8, "n_epochs": 1},
+    ppo_sb3_vec_env="dummy",  # SB3's SubprocVecEnv is still run by the env section
+    ppo_bf16=False,  # the same code as the kit's row, with one more override
+    ppo_rollouts=1,
+    ppo_warmup=0,
+    ppo_budget=1.0,
+    dqn_learning_starts=16,
+    dqn_steps=8,
+    dqn_overrides={"buffer_size": 1000},
+    dqn_budget=1.0,
+    max_repeats=1,
+)
+
+
+class Clock:
+    """Budgets: a section stops starting repeats when its budget is spent, the suite at its total."""
+
+    def __init__(self, total: float) -> None:
+        self.start = time.monotonic()
+        self.total = total
+
+    def left(self) -> float:
+        return self.total - (time.monotonic() - self.start)
+
+    def repeats(self, budget: float, max_repeats: int, one_round: Callable[[int], None]) -> int:
+        """Run ``one_round(r)`` at least once, again while the section's budget (and the total) has room for
+        another round as long as the last one; returns the rounds run."""
+        end = time.monotonic() + budget
+        done = 0
+        while done < max_repeats:
+            t0 = time.monotonic()
+            one_round(done)
+            done += 1
+            took = time.monotonic() - t0
+            if time.monotonic() + took > end or self.left() < took:
+                break
+        return done
+
+
+def _first_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    return text[0][:160] if text else type(exc).__name__
+
+
+class Report:
+    """The markdown report, and whether anything failed."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.failed = False
+
+    def add(self, *lines: str) -> None:
+        self.lines.extend(lines)
+        print(*lines, sep="\n", flush=True)
+
+    def table(self, header: list[str], rows: list[list[str]]) -> None:
+        self.add(
+            "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header),
+            *("| " + " | ".join(row) + " |" for row in rows),
+            "",
+        )
+
+    def error(self, what: str, exc: BaseException) -> None:
+        """Record a measurement that raised (its traceback went to stderr when it was caught)."""
+        self.failed = True
+        self.add(f"- error in {what}: {_first_line(exc)}")
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or not b else f"{a / b:.2f}x"
+
+
+# -- header ---------------------------------------------------------------------------------------------
+def _versions() -> dict[str, str]:
+    out = {}
+    for name in ("stable_baselines3", "gymnasium", "ale_py", "envpool"):
+        try:
+            out[name] = __import__(name).__version__
+        except ImportError:
+            out[name] = "not installed"
+    return out
+
+
+def header(report: Report, plan: Plan, argv: list[str]) -> None:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if plan.device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        device = f"{props.name} ({props.total_memory / 2**30:.0f} GiB), {torch.cuda.device_count()} visible"
+        title = "# GPU suite"
+    else:
+        device = f"CPU {platform.processor() or platform.machine()} (--cpu-smoke: the figures mean nothing)"
+        title = "# GPU suite (CPU smoke run)"
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    rows = [
+        ["device", device],
+        ["torch", f"{torch.__version__}, CUDA {torch.version.cuda or '-'}, cuDNN {cudnn or '-'}"],
+        [
+            "CPU cores",
+            f"{cores} usable ({os.cpu_count()} in the machine), torch threads {torch.get_num_threads()}",
+        ],
+        ["python", f"{platform.python_version()} on {platform.platform()}"],
+        ["packages", ", ".join(f"{k} {v}" for k, v in _versions().items())],
+        ["date (UTC)", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")],
+        ["command", "python benchmarks/gpu_suite.py " + " ".join(argv)],
+    ]
+    report.add(title, "")
+    report.table(["", ""], rows)
+
+
+# -- 1. the CUDA-only tests -----------------------------------------------------------------------------
+def run_tests(report: Report, plan: Plan, clock: Clock) -> None:
+    report.add(f"## CUDA tests (`pytest {CUDA_TESTS}`)", "")
+    budget = max(1.0, min(plan.test_budget, clock.left()))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", CUDA_TESTS]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        out, _ = proc.communicate(timeout=budget)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # pytest and whatever it started (env workers)
+        out, _ = proc.communicate()
+        report.failed = True
+        report.add(f"timed out after {budget:.0f} s (the section's budget); last lines:", "", "```")
+        report.add(*out.strip().splitlines()[-15:], "```", "")
+        return
+    seconds = time.monotonic() - t0
+    counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
+    summary = out.strip().splitlines()[-1] if out.strip() else ""
+    for number, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?)", summary):
+        counts["error" if kind.startswith("error") else kind] += int(number)
+    report.table(
+        ["passed", "failed", "skipped", "errors", "seconds"],
+        [[*(str(counts[k]) for k in ("passed", "failed", "skipped", "error")), f"{seconds:.0f}"]],
+    )
+    problems = [line for line in out.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    skips = sorted({m for m in re.findall(r"SKIPPED \[\d+\] [^:]+:\d+: (.*)", out)})
+    if skips:
+        report.add("Skip reasons: " + "; ".join(skips), "")
+    if proc.returncode != 0:
+        report.failed = True
+        lines = [f"- {line}" for line in problems[:30]] or [f"- pytest exit {proc.returncode}: {summary}"]
+        report.add(*lines, "")
+
+
+# -- 2. env throughput ----------------------------------------------------------------------------------
+def env_contenders() -> dict[str, Callable]:
+    out = {
+        "kit gym.make_vec (auto)": vec_bench.kit("auto"),
+        "SB3 SubprocVecEnv+VecFrameStack": vec_bench.sb3_atari("subproc"),
+        "ale-py AtariVectorEnv (raw, ceiling)": vec_bench.raw_ale,
+    }
+    try:
+        import envpool  # noqa: F401
+
+        out["EnvPool"] = vec_bench.envpool_pong
+    except ImportError:
+        pass
+    return out
+
+
+def run_env(report: Report, plan: Plan, clock: Clock) -> None:
+    contenders = env_contenders()
+    samples: dict[tuple[str, int], list[float]] = {(c, n): [] for c in contenders for n in plan.env_sizes}
+    errors: dict[tuple[str, int], BaseException] = {}
+
+    def one_round(_: int) -> None:
+        for n in plan.env_sizes:
+            for name, factory in contenders.items():
+                if (name, n) in errors:
+                    continue
+                try:
+                    sps = vec_bench.measure(factory, n, plan.env_vector_steps, plan.env_warmup)
+                    samples[name, n].append(sps)
+                except Exception as exc:  # one broken contender must not cost the whole run
+                    errors[name, n] = exc
+                    traceback.print_exc(file=sys.stderr)
+
+    rounds = clock.repeats(plan.env_budget, plan.max_repeats, one_round)
+    report.add(
+        f"## Env throughput: Pong, random actions, env steps/s (median of {rounds}; "
+        f"{plan.env_vector_steps} vector steps per measurement)",
+        "",
+    )
+    med = {key: _median(v) for key, v in samples.items()}
+    sizes = [f"N={n}" for n in plan.env_sizes]
+    rows = [[name, *(_num(med[name, n]) for n in plan.env_sizes)] for name in contenders]
+    kit, subproc = "kit gym.make_vec (auto)", "SB3 SubprocVecEnv+VecFrameStack"
+    for other in (subproc, "EnvPool", "ale-py AtariVectorEnv (raw, ceiling)"):
+        if other in contenders:
+            rows.append([f"kit / {other}", *(_ratio(med[kit, n], med[other, n]) for n in plan.env_sizes)])
+    report.table(["contender", *sizes], rows)
+    if "EnvPool" not in contenders:
+        report.add("EnvPool is not installed here (`pip install envpool`): its row is missing.", "")
+    for (name, n), exc in errors.items():
+        report.error(f"{name} at N={n}", exc)
+
+
+# -- 3. PPO ---------------------------------------------------------------------------------------------
+def ppo_contenders(plan: Plan) -> dict[str, Callable[[str], object]]:
+    from retro_atari_kit.integrations.sb3 import native_bf16
+
+    over = plan.ppo_overrides
+    out: dict[str, Callable[[str], object]] = {
+        "sb3": lambda net: ppo_bench.make_sb3(net, "gpu", plan.device, plan.ppo_sb3_vec_env, over),
+        "kit": lambda net: ppo_bench.make_kit(net, "gpu", plan.device, over),
+    }
+    if plan.ppo_bf16 and native_bf16(plan.device):
+        bf16 = {**over, "policy_kwargs.features_extractor_kwargs": {"autocast": "bf16"}}
+        out["kit bf16"] = lambda net: ppo_bench.make_kit(net, "gpu", plan.device, bf16)
+    return out
+
+
+def run_ppo(report: Report, plan: Plan, clock: Clock) -> None:
+    from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset
+
+    contenders, networks = ppo_contenders(plan), ("nature", "impala")
+    samples: dict[tuple[str, str], list[float]] = {(c, n): [] for c in contenders for n in networks}
+    errors: dict[tuple[str, str], BaseException] = {}
+
+    def one_round(_: int) -> None:
+        for net in networks:
+            for name, make in contenders.items():
+                if (name, net) in errors:
+                    continue
+                try:
+                    model = make(net)
+                    try:
+                        sps = ppo_bench.measure(model, plan.ppo_rollouts, plan.ppo_warmup)
+                    finally:
+                        model.get_env().close()
+                    samples[name, net].append(sps)
+                except Exception as exc:
+                    errors[name, net] = exc
+                    traceback.print_exc(file=sys.stderr)
+
+    rounds = clock.repeats(plan.ppo_budget, plan.max_repeats, one_round)
+    hp = apply_overrides(get_preset("ppo", "gpu"), plan.ppo_overrides)
+    report.add(
+        f"## PPO, `gpu` preset ({hp['n_envs']} envs x {hp['n_steps']} steps, batch {hp['batch_size']}, "
+        f"{hp['n_epochs']} epoch(s)) on {plan.device}: training steps/s (median of {rounds}; "
+        f"{plan.ppo_rollouts} rollout(s) after {plan.ppo_warmup} warm-up)",
+        "",
+    )
+    med = {key: _median(v) for key, v in samples.items()}
+    kits = [c for c in contenders if c != "sb3"]
+    rows = [
+        [net, *(_num(med[c, net]) for c in contenders), *(_ratio(med[c, net], med["sb3", net]) for c in kits)]
+        for net in networks
+    ]
+    report.table(["network", *contenders, *(f"{c} / sb3" for c in kits)], rows)
+    report.add(
+        f"`sb3`: `make_atari_env` ({plan.ppo_sb3_vec_env}) + `VecFrameStack`, SB3's `CnnPolicy` and "
+        "`RolloutBuffer`; "
+        "`kit`: `make_vec_env` + `get_preset('ppo', 'gpu')` as shipped; `kit bf16`: the same with "
+        "`--set policy_kwargs.features_extractor_kwargs={autocast: bf16}` (only where bf16 is native).",
+        "",
+    )
+    for (name, net), exc in errors.items():
+        report.error(f"PPO {name} {net}", exc)
+
+
+# -- 4. DQN ---------------------------------------------------------------------------------------------
+def dqn_contenders(plan: Plan) -> dict[str, Callable]:
+    dev, over = plan.device, plan.dqn_overrides
+    return {
+        "sb3": lambda ls: dqn_bench.make_sb3(ls, dev, over),
+        "kit sync (pong-dqn)": lambda ls: dqn_bench.make_kit(1, ls, device=dev, overrides=over),
+        "pong-dqn-fast, no play process": lambda ls: dqn_bench.make_kit(
+            4, ls, policy=dqn_bench.KIT_DQN_POLICY, device=dev, overrides=over
+        ),
+        "pong-dqn-fast (play process)": lambda ls: dqn_bench.make_kit(
+            4, ls, parallel=True, device=dev, overrides=over
+        ),
+    }
+
+
+def run_dqn(report: Report, plan: Plan, clock: Clock, threads: int) -> None:
+    contenders = dqn_contenders(plan)
+    samples: dict[str, list[float]] = {c: [] for c in contenders}
+    cpu: dict[str, list[float]] = {c: [] for c in contenders}
+    errors: dict[str, BaseException] = {}
+
+    def one_round(_: int) -> None:
+        for name, make in contenders.items():
+            if name in errors:
+                continue
+            try:
+                sps, ms = dqn_bench.measure(make, plan.dqn_steps, plan.dqn_learning_starts, threads)
+                samples[name].append(sps)
+                cpu[name].append(ms)
+            except Exception as exc:
+                errors[name] = exc
+                traceback.print_exc(file=sys.stderr)
+
+    rounds = clock.repeats(plan.dqn_budget, plan.max_repeats, one_round)
+    torch.set_num_threads(threads)
+    report.add(
+        f"## DQN, Pong, 1 env, on {plan.device}: training steps/s over {plan.dqn_steps} steps after "
+        f"{plan.dqn_learning_starts} random ones (median of {rounds})",
+        "",
+    )
+    med = {c: _median(v) for c, v in samples.items()}
+    sync = "kit sync (pong-dqn)"
+    rows = [
+        [c, _num(med[c]), _ratio(med[c], med["sb3"]), _ratio(med[c], med[sync]), _num(_median(cpu[c]))]
+        for c in contenders
+    ]
+    report.table(["contender", "steps/s", "/ sb3", "/ kit sync", "CPU ms per step"], rows)
+    report.add(
+        "`sb3`: SB3's `DQN('CnnPolicy')` and `ReplayBuffer` at `pong-dqn`'s numbers; `pong-dqn-fast`: 4 env "
+        "steps per update of batch 128 (`KitDQNPolicy`), without and with env play in its own process.",
+        "",
+    )
+    for name, exc in errors.items():
+        report.error(f"DQN {name}", exc)
+
+
+SECTIONS = ("tests", "env", "ppo", "dqn")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="gpu_suite.md", help="markdown report (default: gpu_suite.md in the cwd)")
+    p.add_argument(
+        "--cpu-smoke",
+        action="store_true",
+        help="every section on the CPU with tiny sizes (checks the suite's code; no meaningful figures)",
+    )
+    p.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="run these sections")
+    argv = sys.argv[1:] if argv is None else argv
+    args = p.parse_args(argv)
+    if not args.cpu_smoke and not torch.cuda.is_available():
+        print(NO_CUDA)
+        return 0
+    plan = SMOKE_PLAN if args.cpu_smoke else GPU_PLAN
+    threads = torch.get_num_threads()
+    clock, report = Clock(plan.total_budget), Report()
+    header(report, plan, argv)
+    runners = {
+        "tests": lambda: run_tests(report, plan, clock),
+        "env": lambda: run_env(report, plan, clock),
+        "ppo": lambda: run_ppo(report, plan, clock),
+        "dqn": lambda: run_dqn(report, plan, clock, threads),
+    }
+    for name in args.only:
+        if clock.left() <= 0:
+            report.failed = True
+            report.add(f"## {name}: not run, the suite's {plan.total_budget:.0f} s budget was spent", "")
+            continue
+        t0 = time.monotonic()
+        runners[name]()
+        report.add(f"Section {name}: {time.monotonic() - t0:.0f} s.", "")
+    report.add(f"Total {time.monotonic() - clock.start:.0f} s.")
+    out = Path(args.out)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text("\n".join(report.lines) + "\n")
+    os.replace(tmp, out)  # a report is either whole or absent
+    print(f"report written to {out}", file=sys.stderr)
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
