@@ -130,3 +130,24 @@ def test_gpu_suite_cpu_smoke_runs_every_section(tmp_path):
     for _, steps, to_sb3, to_sync, cpu_ms in rows:
         assert NUMBER.fullmatch(steps) and RATIO.fullmatch(to_sb3) and RATIO.fullmatch(to_sync)
         assert NUMBER.fullmatch(cpu_ms)
+
+
+def test_plain_sb3_contenders_use_sb3s_own_classes(monkeypatch):
+    """The ``sb3`` rows measure SB3 as its users run it, at the preset's numbers only: not the kit's
+    policy, rollout buffer, fused Adam or replay (for DQN: SB3's own n-step buffer where the preset has
+    n-step returns)."""
+    from stable_baselines3.common.buffers import RolloutBuffer
+    from stable_baselines3.common.policies import ActorCriticCnnPolicy
+    from stable_baselines3.dqn.policies import CnnPolicy
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import dqn_fast_throughput
+    import ppo_throughput
+
+    ppo = ppo_throughput.make_sb3("nature", "gpu", overrides={"n_envs": 1, "n_steps": 8})
+    ppo.get_env().close()
+    assert type(ppo.policy) is ActorCriticCnnPolicy and type(ppo.rollout_buffer) is RolloutBuffer
+    assert ppo.batch_size == 1024 and not ppo.policy.optimizer.defaults.get("fused")
+    dqn, venv = dqn_fast_throughput.make_sb3(100, overrides={"buffer_size": 1000})
+    venv.close()
+    assert type(dqn.policy) is CnnPolicy and dqn.replay_buffer.__module__.startswith("stable_baselines3")
