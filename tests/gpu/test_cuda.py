@@ -188,10 +188,12 @@ def _fill_replay(buffers, steps: int, n_envs: int = 2) -> None:
     venv.close()
 
 
-def test_compact_replay_pinned_non_blocking_samples_equal_the_cpu_path():
+@pytest.mark.parametrize("n_steps", [1, 3])
+def test_compact_replay_pinned_non_blocking_samples_equal_the_cpu_path(n_steps):
     space, actions = _box(), gym.spaces.Discrete(4)
-    on_device = CompactReplayBuffer(240, space, actions, device=DEVICE, n_envs=2)
-    on_cpu = CompactReplayBuffer(240, space, actions, device="cpu", n_envs=2)
+    kw = dict(n_envs=2, n_steps=n_steps, gamma=0.9)
+    on_device = CompactReplayBuffer(240, space, actions, device=DEVICE, **kw)
+    on_cpu = CompactReplayBuffer(240, space, actions, device="cpu", **kw)
     _fill_replay([on_device, on_cpu], 150)  # wraps around: 120 slots per env
     assert on_device.full and on_cpu.dones.any()
     if CUDA:
@@ -206,8 +208,11 @@ def test_compact_replay_pinned_non_blocking_samples_equal_the_cpu_path():
         torch.cuda.synchronize(DEVICE)
     for got, want in zip(device_batches, cpu_batches, strict=True):
         assert got.observations.dtype == torch.uint8  # frames cross to the device as uint8
-        for name in ("observations", "actions", "next_observations", "dones", "rewards"):
+        assert (got.discounts is None) == (want.discounts is None) == (n_steps == 1)
+        for name in ("observations", "actions", "next_observations", "dones", "rewards", "discounts"):
             a, b = getattr(got, name), getattr(want, name)
+            if b is None:
+                continue
             assert a.device.type == DEVICE.type and a.dtype == b.dtype and a.shape == b.shape, name
             assert torch.equal(a.cpu(), b), name
 
