@@ -116,7 +116,7 @@ def test_parallel_env(env_id, kwargs):
         np.testing.assert_array_equal(td["next", "observation"][i].numpy(), expected[1:])
 
 
-def disabled_reference(make, num_envs: int, actions: np.ndarray):
+def reference_rollout(make, num_envs: int, actions: np.ndarray):
     """Per-env stacks reset by hand where an episode ended: the roots and next observations TorchRL's
     rollout must show, and the done flags."""
     envs = [make() for _ in range(num_envs)]
@@ -141,30 +141,40 @@ def disabled_reference(make, num_envs: int, actions: np.ndarray):
 
 
 @pytest.mark.parametrize(
-    ("env_id", "backend", "make"),
+    ("env_id", "backend", "mode", "make"),
     [
         (
             "RetroKit/Breakout-v0",
             "native",
+            "Disabled",
             lambda: make_ale_env("Breakout", noop_max=0, max_episode_steps=12),
         ),
         (
             RETRO_ID,
             "subprocess",
+            "Disabled",
             lambda: make_retro_env("Pong-Atari2600", sticky_actions=0.0, max_episode_steps=7),
         ),
+        (
+            "RetroKit/Breakout-v0",
+            "native",
+            "SameStep",
+            lambda: make_ale_env("Breakout", noop_max=0, max_episode_steps=12),
+        ),
     ],
-    ids=["ale-native", "retro-subprocess"],
+    ids=["ale-native-disabled", "retro-subprocess-disabled", "ale-native-samestep"],
 )
-def test_gym_wrapper_over_the_kits_vector_env_with_autoreset_disabled(env_id, backend, make):
-    """TorchRL's preferred mode: it resets exactly the done envs with ``options={"reset_mask": ...}``.
-    Breakout's life losses and the time limits end episodes at different steps in different envs."""
+def test_gym_wrapper_over_the_kits_vector_env(env_id, backend, mode, make):
+    """``Disabled`` (TorchRL's preferred mode): TorchRL resets exactly the done envs with
+    ``options={"reset_mask": ...}``. ``SameStep``: TorchRL takes the last observation from gymnasium's
+    ``info["final_obs"]``. Breakout's life losses and the time limits end episodes at different steps in
+    different envs; either way the rollout equals per-env stacks reset by hand."""
     steps = 12 if backend == "native" else 7
     venv = gym.make_vec(
         env_id,
         num_envs=3,
         backend=backend,
-        autoreset_mode="Disabled",
+        autoreset_mode=mode,
         max_episode_steps=steps,
         **({"noop_max": 0} if backend == "native" else {"sticky_actions": 0.0}),
     )
@@ -175,7 +185,7 @@ def test_gym_wrapper_over_the_kits_vector_env_with_autoreset_disabled(env_id, ba
         td = env.rollout(30, break_when_any_done=False)
     finally:
         env.close()
-    roots, nexts, dones = disabled_reference(make, 3, actions_of(td))
+    roots, nexts, dones = reference_rollout(make, 3, actions_of(td))
     np.testing.assert_array_equal(td["next", "done"].squeeze(-1).numpy(), dones)
     np.testing.assert_array_equal(td["next", "observation"].numpy(), nexts)
     np.testing.assert_array_equal(td["observation"].numpy(), roots)
