@@ -68,7 +68,7 @@ class Plan:
     ppo_overrides: dict = field(default_factory=dict)
     ppo_sb3_vec_env: str = "subproc"
     ppo_bf16: bool = True  # the bf16 contender, where the device has native bf16
-    ppo_rollouts: int = 1
+    ppo_rollouts: int = 2
     ppo_warmup: int = 1
     ppo_budget: float = 120.0
     dqn_learning_starts: int = 1000
@@ -166,8 +166,30 @@ class Report:
         self.add(f"- error in {what}: {_first_line(exc)}")
 
 
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
+class Cells:
+    """Measurements by cell (contender, size), taken in rounds; a cell that raised is not measured again
+    (its traceback goes to stderr, one line to the report), so one broken contender costs only its cell."""
+
+    def __init__(self) -> None:
+        self.samples: dict[object, list] = {}
+        self.errors: dict[object, BaseException] = {}
+
+    def measure(self, key: object, fn: Callable[[], object]) -> None:
+        if key in self.errors:
+            return
+        try:
+            self.samples.setdefault(key, []).append(fn())
+        except Exception as exc:
+            self.errors[key] = exc
+            traceback.print_exc(file=sys.stderr)
+
+    def median(self, key: object, index: int | None = None) -> float | None:
+        values = [v if index is None else v[index] for v in self.samples.get(key, [])]
+        return statistics.median(values) if values else None
+
+    def report_errors(self, report: Report, section: str) -> None:
+        for key, exc in self.errors.items():
+            report.error(f"{section} {key}", exc)
 
 
 def _num(value: float | None) -> str:
@@ -269,21 +291,13 @@ def env_contenders() -> dict[str, Callable]:
 
 
 def run_env(report: Report, plan: Plan, clock: Clock) -> None:
-    contenders = env_contenders()
-    samples: dict[tuple[str, int], list[float]] = {(c, n): [] for c in contenders for n in plan.env_sizes}
-    errors: dict[tuple[str, int], BaseException] = {}
+    contenders, cells = env_contenders(), Cells()
+    steps, warmup = plan.env_vector_steps, plan.env_warmup
 
     def one_round(_: int) -> None:
         for n in plan.env_sizes:
-            for name, factory in contenders.items():
-                if (name, n) in errors:
-                    continue
-                try:
-                    sps = vec_bench.measure(factory, n, plan.env_vector_steps, plan.env_warmup)
-                    samples[name, n].append(sps)
-                except Exception as exc:  # one broken contender must not cost the whole run
-                    errors[name, n] = exc
-                    traceback.print_exc(file=sys.stderr)
+            for name, make in contenders.items():
+                cells.measure((name, n), lambda make=make, n=n: vec_bench.measure(make, n, steps, warmup))
 
     rounds = clock.repeats(plan.env_budget, plan.max_repeats, one_round)
     report.add(
@@ -291,18 +305,17 @@ def run_env(report: Report, plan: Plan, clock: Clock) -> None:
         f"{plan.env_vector_steps} vector steps per measurement)",
         "",
     )
-    med = {key: _median(v) for key, v in samples.items()}
-    sizes = [f"N={n}" for n in plan.env_sizes]
-    rows = [[name, *(_num(med[name, n]) for n in plan.env_sizes)] for name in contenders]
-    kit, subproc = "kit gym.make_vec (auto)", "SB3 SubprocVecEnv+VecFrameStack"
-    for other in (subproc, "EnvPool", "ale-py AtariVectorEnv (raw, ceiling)"):
+    sizes = plan.env_sizes
+    rows = [[name, *(_num(cells.median((name, n))) for n in sizes)] for name in contenders]
+    kit = "kit gym.make_vec (auto)"
+    for other in ("SB3 SubprocVecEnv+VecFrameStack", "EnvPool", "ale-py AtariVectorEnv (raw, ceiling)"):
         if other in contenders:
-            rows.append([f"kit / {other}", *(_ratio(med[kit, n], med[other, n]) for n in plan.env_sizes)])
-    report.table(["contender", *sizes], rows)
+            ratios = (_ratio(cells.median((kit, n)), cells.median((other, n))) for n in sizes)
+            rows.append([f"kit / {other}", *ratios])
+    report.table(["contender", *(f"N={n}" for n in sizes)], rows)
     if "EnvPool" not in contenders:
         report.add("EnvPool is not installed here (`pip install envpool`): its row is missing.", "")
-    for (name, n), exc in errors.items():
-        report.error(f"{name} at N={n}", exc)
+    cells.report_errors(report, "env")
 
 
 # -- 3. PPO ---------------------------------------------------------------------------------------------
@@ -320,28 +333,23 @@ def ppo_contenders(plan: Plan) -> dict[str, Callable[[str], object]]:
     return out
 
 
+def _ppo_steps_per_second(make: Callable[[str], object], network: str, plan: Plan) -> float:
+    model = make(network)
+    try:
+        return ppo_bench.measure(model, plan.ppo_rollouts, plan.ppo_warmup)
+    finally:
+        model.get_env().close()
+
+
 def run_ppo(report: Report, plan: Plan, clock: Clock) -> None:
     from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset
 
-    contenders, networks = ppo_contenders(plan), ("nature", "impala")
-    samples: dict[tuple[str, str], list[float]] = {(c, n): [] for c in contenders for n in networks}
-    errors: dict[tuple[str, str], BaseException] = {}
+    contenders, networks, cells = ppo_contenders(plan), ("nature", "impala"), Cells()
 
     def one_round(_: int) -> None:
         for net in networks:
             for name, make in contenders.items():
-                if (name, net) in errors:
-                    continue
-                try:
-                    model = make(net)
-                    try:
-                        sps = ppo_bench.measure(model, plan.ppo_rollouts, plan.ppo_warmup)
-                    finally:
-                        model.get_env().close()
-                    samples[name, net].append(sps)
-                except Exception as exc:
-                    errors[name, net] = exc
-                    traceback.print_exc(file=sys.stderr)
+                cells.measure((name, net), lambda make=make, net=net: _ppo_steps_per_second(make, net, plan))
 
     rounds = clock.repeats(plan.ppo_budget, plan.max_repeats, one_round)
     hp = apply_overrides(get_preset("ppo", "gpu"), plan.ppo_overrides)
@@ -351,22 +359,20 @@ def run_ppo(report: Report, plan: Plan, clock: Clock) -> None:
         f"{plan.ppo_rollouts} rollout(s) after {plan.ppo_warmup} warm-up)",
         "",
     )
-    med = {key: _median(v) for key, v in samples.items()}
     kits = [c for c in contenders if c != "sb3"]
-    rows = [
-        [net, *(_num(med[c, net]) for c in contenders), *(_ratio(med[c, net], med["sb3", net]) for c in kits)]
-        for net in networks
-    ]
+    rows = []
+    for net in networks:
+        med = {c: cells.median((c, net)) for c in contenders}
+        rows.append([net, *(_num(med[c]) for c in contenders), *(_ratio(med[c], med["sb3"]) for c in kits)])
     report.table(["network", *contenders, *(f"{c} / sb3" for c in kits)], rows)
     report.add(
         f"`sb3`: `make_atari_env` ({plan.ppo_sb3_vec_env}) + `VecFrameStack`, SB3's `CnnPolicy` and "
-        "`RolloutBuffer`; "
-        "`kit`: `make_vec_env` + `get_preset('ppo', 'gpu')` as shipped; `kit bf16`: the same with "
-        "`--set policy_kwargs.features_extractor_kwargs={autocast: bf16}` (only where bf16 is native).",
+        "`RolloutBuffer`; `kit`: `make_vec_env` + `get_preset('ppo', 'gpu')` as shipped; `kit bf16`: the "
+        "same with `--set policy_kwargs.features_extractor_kwargs={autocast: bf16}` (only where bf16 is "
+        "native).",
         "",
     )
-    for (name, net), exc in errors.items():
-        report.error(f"PPO {name} {net}", exc)
+    cells.report_errors(report, "PPO")
 
 
 # -- 4. DQN ---------------------------------------------------------------------------------------------
@@ -385,34 +391,24 @@ def dqn_contenders(plan: Plan) -> dict[str, Callable]:
 
 
 def run_dqn(report: Report, plan: Plan, clock: Clock, threads: int) -> None:
-    contenders = dqn_contenders(plan)
-    samples: dict[str, list[float]] = {c: [] for c in contenders}
-    cpu: dict[str, list[float]] = {c: [] for c in contenders}
-    errors: dict[str, BaseException] = {}
+    contenders, cells = dqn_contenders(plan), Cells()
+    steps, prefill = plan.dqn_steps, plan.dqn_learning_starts
 
     def one_round(_: int) -> None:
-        for name, make in contenders.items():
-            if name in errors:
-                continue
-            try:
-                sps, ms = dqn_bench.measure(make, plan.dqn_steps, plan.dqn_learning_starts, threads)
-                samples[name].append(sps)
-                cpu[name].append(ms)
-            except Exception as exc:
-                errors[name] = exc
-                traceback.print_exc(file=sys.stderr)
+        for name, make in contenders.items():  # (steps/s, CPU ms per step)
+            cells.measure(name, lambda make=make: dqn_bench.measure(make, steps, prefill, threads))
 
     rounds = clock.repeats(plan.dqn_budget, plan.max_repeats, one_round)
-    torch.set_num_threads(threads)
+    torch.set_num_threads(threads)  # the play process's trainer lowers it
     report.add(
-        f"## DQN, Pong, 1 env, on {plan.device}: training steps/s over {plan.dqn_steps} steps after "
-        f"{plan.dqn_learning_starts} random ones (median of {rounds})",
+        f"## DQN, Pong, 1 env, on {plan.device}: training steps/s over {steps} steps after {prefill} "
+        f"random ones (median of {rounds})",
         "",
     )
-    med = {c: _median(v) for c, v in samples.items()}
+    med = {c: cells.median(c, 0) for c in contenders}
     sync = "kit sync (pong-dqn)"
     rows = [
-        [c, _num(med[c]), _ratio(med[c], med["sb3"]), _ratio(med[c], med[sync]), _num(_median(cpu[c]))]
+        [c, _num(med[c]), _ratio(med[c], med["sb3"]), _ratio(med[c], med[sync]), _num(cells.median(c, 1))]
         for c in contenders
     ]
     report.table(["contender", "steps/s", "/ sb3", "/ kit sync", "CPU ms per step"], rows)
@@ -421,8 +417,7 @@ def run_dqn(report: Report, plan: Plan, clock: Clock, threads: int) -> None:
         "steps per update of batch 128 (`KitDQNPolicy`), without and with env play in its own process.",
         "",
     )
-    for name, exc in errors.items():
-        report.error(f"DQN {name}", exc)
+    cells.report_errors(report, "DQN")
 
 
 SECTIONS = ("tests", "env", "ppo", "dqn")
