@@ -291,6 +291,8 @@ def test_preset_trains_on_the_device(algo, preset, network, tmp_path):
     else:
         assert f"precision: float32 on {DEVICE.type}" in text  # the model trained on the device
     assert not result["interrupted"] and result["steps"] >= timesteps
+    if CUDA:
+        assert "estimated VRAM" in text
     model = load_model(result["model"], device=str(DEVICE))
     assert model._n_updates > 0  # real gradient steps happened
     for p in model.policy.parameters():
