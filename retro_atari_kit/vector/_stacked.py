@@ -8,7 +8,7 @@ env and step has to cross a process boundary.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -16,6 +16,14 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 Seeds = list[int | None]
+
+
+class BatchedInfos(NamedTuple):
+    """Step infos a driver batched itself: ``common`` maps keys every env has to one value per env (an
+    ``(N,)`` array); ``extra`` maps an env index to that env's other keys (e.g. ``episode``)."""
+
+    common: dict[str, np.ndarray]
+    extra: dict[int, dict]
 
 
 class Driver(Protocol):
@@ -31,7 +39,9 @@ class Driver(Protocol):
 
     def step(
         self, actions: np.ndarray, reset_mask: np.ndarray, same_step: bool
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict], dict[int, tuple[np.ndarray, dict]]]: ...
+    ) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, list[dict] | BatchedInfos, dict[int, tuple[np.ndarray, dict]]
+    ]: ...
 
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]: ...
 
@@ -169,8 +179,15 @@ class StackedVectorEnv(VectorEnv):
             self._autoreset = terminations | truncations
         return self._stacks.copy(), rewards, terminations, truncations, infos
 
-    def _batch_infos(self, infos: dict[str, Any], env_infos: list[dict]) -> dict[str, Any]:
+    def _batch_infos(self, infos: dict[str, Any], env_infos: list[dict] | BatchedInfos) -> dict[str, Any]:
         """``VectorEnv._add_info`` for every env, with a fast path for scalar keys that every env has."""
+        if isinstance(env_infos, BatchedInfos):
+            for key, values in env_infos.common.items():
+                infos[key] = values
+                infos[f"_{key}"] = np.ones(self.num_envs, dtype=bool)
+            for i, extra in env_infos.extra.items():
+                infos = self._add_info(infos, extra, i)
+            return infos
         common = set(env_infos[0]).intersection(*env_infos[1:]) if env_infos else set()
         fast = [
             key

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import itertools
 import os
+import queue
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
 from retro_atari_kit.wrappers.warp_frame import Box, warp_into
 
 FrameSource = np.ndarray | Callable[[], np.ndarray]
+Pending = tuple[queue.SimpleQueue, int]  # what submit hands to wait: the results queue, the chunk count
 
 
 def default_warp_threads(num_envs: int) -> int:
@@ -43,35 +45,66 @@ class FrameWarper:
         self.grayscale = grayscale
         self.crop = crop
         self.threads = threads
-        self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(
-            threads, thread_name_prefix="retrokit-warp"
-        )
+        # One job queue per thread, so chunk k always runs on thread k; results come back on a queue per
+        # submit. (A ThreadPoolExecutor's futures cost the calling thread several times more CPU.)
+        self._jobs: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(threads)]
+        self._threads = [
+            threading.Thread(target=self._serve, args=(jobs,), name=f"retrokit-warp-{k}", daemon=True)
+            for k, jobs in enumerate(self._jobs)
+        ]
+        for thread in self._threads:
+            thread.start()
+        self._closed = False
 
-    def _warp_chunk(self, sources: Sequence[FrameSource], rows: Sequence[int], out: np.ndarray) -> None:
+    def _serve(self, jobs: queue.SimpleQueue) -> None:
+        while (job := jobs.get()) is not None:
+            *args, done = job
+            try:
+                self._warp_chunk(*args)
+            except BaseException as exc:  # handed to the waiting thread
+                done.put(exc)
+            else:
+                done.put(None)
+
+    def _warp_chunk(
+        self,
+        sources: Sequence[FrameSource],
+        rows: Sequence[int],
+        out: np.ndarray,
+        start: Callable[[Sequence[int]], None] | None,
+    ) -> None:
+        if start is not None:
+            start(rows)
         grayscale, crop = self.grayscale, self.crop
         for source, row in zip(sources, rows, strict=True):
             frame = source if isinstance(source, np.ndarray) else source()
             warp_into(frame, out[row], grayscale, crop)
 
-    def submit(self, sources: Sequence[FrameSource], rows: Sequence[int], out: np.ndarray) -> list[Future]:
+    def submit(
+        self,
+        sources: Sequence[FrameSource],
+        rows: Sequence[int],
+        out: np.ndarray,
+        start: Callable[[Sequence[int]], None] | None = None,
+    ) -> Pending:
         """Start warping ``sources[k]`` (a frame, or a callable returning one) into ``out[rows[k]]``,
-        in at most ``threads`` contiguous chunks."""
-        if self._pool is None:
+        in at most ``threads`` contiguous chunks. ``start(chunk_rows)``, if given, runs first in each
+        chunk's thread (the native backend sends the chunk's actions there)."""
+        if self._closed:
             raise RuntimeError("this FrameWarper is closed")
         n = len(sources)
         chunks = min(self.threads, n)
         bounds = [n * c // chunks for c in range(chunks + 1)]
-        return [
-            self._pool.submit(self._warp_chunk, sources[lo:hi], rows[lo:hi], out)
-            for lo, hi in itertools.pairwise(bounds)
-        ]
+        done: queue.SimpleQueue = queue.SimpleQueue()
+        for jobs, (lo, hi) in zip(self._jobs, itertools.pairwise(bounds), strict=False):
+            jobs.put((sources[lo:hi], rows[lo:hi], out, start, done))
+        return done, chunks
 
-    def wait(self, pending: list[Future]) -> None:
+    def wait(self, pending: Pending) -> None:
         """Block until the submitted chunks are done; the first worker exception is raised here."""
-        error = None
-        for future in pending:  # wait for every chunk, so no thread still writes after an error
-            exc = future.exception()
-            error = error or exc
+        done, chunks = pending
+        errors = [done.get() for _ in range(chunks)]  # every chunk, so no thread writes after an error
+        error = next((e for e in errors if e is not None), None)
         if error is not None:
             raise error
 
@@ -80,6 +113,10 @@ class FrameWarper:
         self.wait(self.submit(sources, rows, out))
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        if self._closed:
+            return
+        self._closed = True
+        for jobs in self._jobs:
+            jobs.put(None)
+        for thread in self._threads:
+            thread.join()

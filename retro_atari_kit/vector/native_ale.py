@@ -42,7 +42,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from retro_atari_kit.catalog import ale_game
-from retro_atari_kit.vector._stacked import Seeds, StackedVectorEnv
+from retro_atari_kit.vector._stacked import BatchedInfos, Seeds, StackedVectorEnv
 from retro_atari_kit.vector._warp import FrameWarper, default_warp_threads
 from retro_atari_kit.wrappers.clip_reward import clip_to_sign
 from retro_atari_kit.wrappers.episodic_life import continue_or_reset, life_loss_step
@@ -52,6 +52,7 @@ from retro_atari_kit.wrappers.true_score import episode_record
 NOOP = 0
 MAX_FRAMES_PER_EPISODE = 108_000
 _PADDLE = [1.0]  # paddle strength of a discrete action
+_COUNTERS = ("lives", "episode_frame_number", "frame_number")  # ALE's info keys, present for every env
 
 
 def native_incompatibilities(cfg: dict[str, Any]) -> list[str]:
@@ -65,6 +66,21 @@ def native_incompatibilities(cfg: dict[str, Any]) -> list[str]:
     if cfg["render_mode"] is not None:
         problems.append(f"render_mode={cfg['render_mode']!r} (AtariVectorEnv does not render)")
     return problems
+
+
+def _extra(info: dict) -> dict:
+    """The keys of one env's info beyond the counters that :class:`BatchedInfos` carries for all envs."""
+    return {key: value for key, value in info.items() if key not in _COUNTERS}
+
+
+def _scatter(n: int, envs: list[int], *values: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each of ``values`` (one entry per env in ``envs``) spread into a zero / False array over N envs."""
+    out = []
+    for value in values:
+        full = np.zeros(n, dtype=value.dtype)
+        full[envs] = value
+        out.append(full)
+    return tuple(out)
 
 
 def _make_core(rom: str, cfg: dict[str, Any]):
@@ -93,7 +109,7 @@ def _make_core(rom: str, cfg: dict[str, Any]):
     )
 
 
-Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict]]
+Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[int, dict]]
 
 
 class NativeDriver:
@@ -142,7 +158,14 @@ class NativeDriver:
         self.lives = np.zeros(num_envs, dtype=np.int64)
         self.continue_game = np.zeros(num_envs, dtype=bool)
         self._raw: list[np.ndarray | None] = [None] * num_envs  # latest max-pooled RGB frame per env
-        self._results: list[Any] = [None] * num_envs  # latest ale-py step result per env
+        # the latest step received from each env, written by the warp threads
+        self._reward = np.zeros(num_envs, dtype=np.float64)
+        self._terminated = np.zeros(num_envs, dtype=bool)
+        self._truncated = np.zeros(num_envs, dtype=bool)
+        self._lives_now = np.zeros(num_envs, dtype=np.int64)
+        self._episode_frame = np.zeros(num_envs, dtype=np.int64)
+        self._frame_number = np.zeros(num_envs, dtype=np.int64)
+        self._actions: list[int] = [NOOP] * num_envs  # this step's actions, sent by the warp threads
         self._receivers = [lambda i=i: self._receive(i) for i in range(num_envs)]
 
     # -- core level: the C++ envs + TimeLimit + TrueScoreStatistics, for a list of envs ---------------
@@ -153,12 +176,20 @@ class NativeDriver:
         for i, action in zip(envs, actions, strict=True):
             self._ales[i].send([action], _PADDLE)
 
+    def _send_chunk(self, envs: list[int]) -> None:
+        self._send(envs, [self._actions[i] for i in envs])
+
     def _receive(self, i: int) -> np.ndarray:
-        """Block until env ``i``'s step or reset arrives; keep the result and return its RGB frame.
+        """Block until env ``i``'s step or reset arrives; keep its numbers and return its RGB frame.
         Called from the warp threads, so each frame is warped as soon as its env is done."""
-        result = self._ales[i].recv()
-        self._results[i] = result
-        self._raw[i] = frame = result[0][0, 0]
+        obs, reward, terminated, truncated, info = self._ales[i].recv()
+        self._reward[i] = reward[0]
+        self._terminated[i] = terminated[0]
+        self._truncated[i] = truncated[0]
+        self._lives_now[i] = info["lives"][0]
+        self._episode_frame[i] = info["episode_frame_number"][0]
+        self._frame_number[i] = info["frame_number"][0]
+        self._raw[i] = frame = obs[0, 0]
         return frame
 
     def _recv(self, envs: list[int]) -> Step:
@@ -169,30 +200,32 @@ class NativeDriver:
 
     def _finish(self, envs: list[int]) -> Step:
         """The received steps of ``envs`` through the time limit and the true-score statistics:
-        (rewards, terminated, truncated, lives, infos)."""
-        results = [self._results[i] for i in envs]
-        rewards = np.concatenate([r[1] for r in results]).astype(np.float64)
-        terminated = np.concatenate([r[2] for r in results])
-        truncated = np.concatenate([r[3] for r in results])
-        lives = np.concatenate([r[4]["lives"] for r in results])
-        episode_frames = np.concatenate([r[4]["episode_frame_number"] for r in results]).tolist()
-        frames = np.concatenate([r[4]["frame_number"] for r in results]).tolist()
+        (rewards, terminated, truncated, lives, {env: info["episode"]} for the envs whose game ended)."""
         rows = self._rows(envs)
+        rewards = self._reward[rows].copy()
+        terminated = self._terminated[rows].copy()
+        truncated = self._truncated[rows].copy()
         self.elapsed[rows] += 1
         if self.max_steps is not None:  # gymnasium's TimeLimit, as in the wrapper stack
             truncated |= self.elapsed[rows] >= self.max_steps
         self.score[rows] += rewards
         self.length[rows] += 1
-        infos = [
-            {"lives": life, "episode_frame_number": episode_frame, "frame_number": frame}
-            for life, episode_frame, frame in zip(lives.tolist(), episode_frames, frames, strict=True)
-        ]
+        episodes = {}
         for k in np.flatnonzero(terminated | truncated).tolist():
             i = envs[k]
-            infos[k]["episode"] = episode_record(
-                float(self.score[i]), int(self.length[i]), float(self.start[i])
-            )
-        return rewards, terminated, truncated, lives, infos
+            episodes[i] = episode_record(float(self.score[i]), int(self.length[i]), float(self.start[i]))
+        return rewards, terminated, truncated, self._lives_now[rows].copy(), episodes
+
+    def _info(self, i: int, episodes: dict[int, dict] | None = None) -> dict:
+        """Env ``i``'s info, as the wrapper stack's: ALE's counters, and the true score if its game ended."""
+        info = {
+            "lives": int(self._lives_now[i]),
+            "episode_frame_number": int(self._episode_frame[i]),
+            "frame_number": int(self._frame_number[i]),
+        }
+        if episodes and i in episodes:
+            info["episode"] = episodes[i]
+        return info
 
     def _core_reset(self, i: int, seed: int | None) -> tuple[np.ndarray, dict]:
         core = self.cores[i]
@@ -201,18 +234,22 @@ class NativeDriver:
             obs, info = core.reset()  # C++ drew 0 no-ops; the kit draws 1..noop_max
         self.elapsed[i] = 0
         self.score[i], self.length[i], self.start[i] = 0.0, 0, time.perf_counter()
+        self._lives_now[i] = info["lives"][0]
+        self._episode_frame[i] = info["episode_frame_number"][0]
+        self._frame_number[i] = info["frame_number"][0]
         self._raw[i] = obs[0, 0]
-        info = {
-            "lives": int(info["lives"][0]),
-            "episode_frame_number": int(info["episode_frame_number"][0]),
-            "frame_number": int(info["frame_number"][0]),
-        }
-        return self._raw[i], info
+        return self._raw[i], self._info(i)
 
     def _core_step(self, i: int, action: int):
         self._send([i], [action])
-        rewards, terminated, truncated, _, infos = self._recv([i])
-        return self._raw[i], float(rewards[0]), bool(terminated[0]), bool(truncated[0]), infos[0]
+        rewards, terminated, truncated, _, episodes = self._recv([i])
+        return (
+            self._raw[i],
+            float(rewards[0]),
+            bool(terminated[0]),
+            bool(truncated[0]),
+            self._info(i, episodes),
+        )
 
     # -- life level: EpisodicLife --------------------------------------------------------------------
     def _life(self, envs: list[int], terminated: np.ndarray, truncated: np.ndarray, lives: np.ndarray):
@@ -226,9 +263,15 @@ class NativeDriver:
 
     def _life_step(self, i: int, action: int):
         self._send([i], [action])
-        rewards, terminated, truncated, lives, infos = self._recv([i])
+        rewards, terminated, truncated, lives, episodes = self._recv([i])
         terminated = self._life([i], terminated, truncated, lives)
-        return self._raw[i], float(rewards[0]), bool(terminated[0]), bool(truncated[0]), infos[0]
+        return (
+            self._raw[i],
+            float(rewards[0]),
+            bool(terminated[0]),
+            bool(truncated[0]),
+            self._info(i, episodes),
+        )
 
     def _life_reset(self, i: int, seed: int | None) -> tuple[np.ndarray, dict]:
         continue_game = self.episodic and bool(self.continue_game[i])
@@ -261,48 +304,51 @@ class NativeDriver:
         actions = np.asarray(actions)
         if actions.shape != (n,):
             raise ValueError(f"actions must have shape ({n},), got {actions.shape}")
-        if n and (actions.min() < 0 or actions.max() >= self.action_space.n):
-            # ale-py would fail in its thread and never answer: refuse here instead of hanging
-            raise ValueError(
-                f"actions must be integers in [0, {self.action_space.n}), got {actions.tolist()}"
-            )
         action_list = actions.astype(np.int64, copy=False).tolist()
+        if min(action_list) < 0 or max(action_list) >= self.action_space.n:
+            # ale-py would fail in its thread and never answer: refuse here instead of hanging
+            raise ValueError(f"actions must be integers in [0, {self.action_space.n}), got {action_list}")
+        self._actions = action_list
         resetting = np.flatnonzero(reset_mask).tolist()
         stepping = [i for i in self._all if not reset_mask[i]] if resetting else self._all
-        rewards = np.zeros(n, dtype=np.float64)
-        terms = np.zeros(n, dtype=bool)
-        truncs = np.zeros(n, dtype=bool)
-        infos: list[dict] = [{}] * n
-        self._send(stepping, action_list if not resetting else [action_list[i] for i in stepping])
-        for i in resetting:  # overlaps with the other envs' emulation
-            infos[i] = self._reset_env(i, None)
-        if not stepping:
-            self._warp(resetting)
-            return rewards, terms, truncs, infos, {}
-        sources = self._receivers
-        if resetting:  # their new frames are here already
-            sources = [self._raw[i] if reset_mask[i] else self._receivers[i] for i in self._all]
-        self.warper.wait(self.warper.submit(sources, self._all, self.frames))
-        step_rewards, step_terms, step_truncs, lives, step_infos = self._finish(stepping)
-        step_terms = self._life(stepping, step_terms, step_truncs, lives)
-        if self.clip:
-            step_rewards = clip_to_sign(step_rewards)
-        rows = self._rows(stepping)
-        rewards[rows], terms[rows], truncs[rows] = step_rewards, step_terms, step_truncs
-        if resetting:
-            for i, info in zip(stepping, step_infos, strict=True):
-                infos[i] = info
-        else:
-            infos = step_infos
+        extra: dict[int, dict] = {}  # per-env info keys beyond the counters every env has
+        pending = None
+        if stepping:  # the warp threads send their envs' actions, receive the steps and warp the frames
+            receivers = self._receivers if not resetting else [self._receivers[i] for i in stepping]
+            pending = self.warper.submit(receivers, stepping, self.frames, start=self._send_chunk)
+        try:
+            for i in resetting:  # in this thread, while the other envs emulate
+                extra[i] = _extra(self._reset_env(i, None))
+            if resetting:
+                self._warp(resetting)
+        finally:
+            if pending is not None:
+                self.warper.wait(pending)
         finals: dict[int, tuple[np.ndarray, dict]] = {}
-        if same_step:
-            ended = np.flatnonzero(terms | truncs).tolist()
-            for i in ended:
-                finals[i] = (self.frames[i].copy(), infos[i])
-                infos[i] = self._reset_env(i, None)
-            if ended:
-                self._warp(ended)
-        return rewards, terms, truncs, infos, finals
+        if stepping:
+            rewards, terms, truncs, lives, episodes = self._finish(stepping)
+            terms = self._life(stepping, terms, truncs, lives)
+            if self.clip:
+                rewards = clip_to_sign(rewards)
+            if resetting:  # they return reward 0 and no episode end (gymnasium's NEXT_STEP autoreset)
+                rewards, terms, truncs = _scatter(n, stepping, rewards, terms, truncs)
+            for i, episode in episodes.items():
+                extra[i] = {"episode": episode}
+            if same_step:
+                ended = np.flatnonzero(terms | truncs).tolist()
+                for i in ended:
+                    finals[i] = (self.frames[i].copy(), self._info(i, episodes))
+                    extra[i] = _extra(self._reset_env(i, None))
+                if ended:
+                    self._warp(ended)
+        else:
+            rewards, terms, truncs = np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        common = {
+            "lives": self._lives_now.copy(),
+            "episode_frame_number": self._episode_frame.copy(),
+            "frame_number": self._frame_number.copy(),
+        }
+        return rewards, terms, truncs, BatchedInfos(common, {i: e for i, e in extra.items() if e}), finals
 
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
         if name == "get_action_meanings":
