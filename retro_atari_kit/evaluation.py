@@ -10,10 +10,22 @@ import gymnasium as gym
 import numpy as np
 
 
-def is_retro_id(env_id: str) -> bool:
-    """stable-retro IDs allow one emulator per process: evaluate them with a single env."""
-    spec = gym.registry.get(env_id)
-    return spec is not None and "retro" in str(spec.entry_point).split(":")[0].rsplit(".", 1)[-1]
+def check_model_fits(model: Any, env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
+    """RunError saying what the model expects when the env's observations or actions differ from those it
+    was trained on (another game, another ``frame_stack``): one line before a game is played, instead of a
+    shape error or an out-of-range action deep in the first step. Models that name no spaces pass."""
+    from retro_atari_kit.runs.errors import RunError
+
+    want_obs = getattr(getattr(model, "observation_space", None), "shape", None)
+    want_n = getattr(getattr(model, "action_space", None), "n", None)
+    have_obs, have_n = observation_space.shape, getattr(action_space, "n", None)
+    if (want_obs is None or tuple(want_obs) == tuple(have_obs)) and (want_n is None or want_n == have_n):
+        return
+    raise RunError(
+        f"the model expects observations of shape {tuple(want_obs or ())} and {want_n} actions, but {env_id} "
+        f"with these env kwargs gives {tuple(have_obs)} and {have_n}; use the env and --env-kwarg values "
+        "it was trained with"
+    )
 
 
 def evaluate_model(
@@ -32,13 +44,15 @@ def evaluate_model(
     Episodes are split evenly over up to ``max_envs`` envs (1 for stable-retro) so short games do not bias
     the mean.
     """
+    from retro_atari_kit.catalog import env_kind
     from retro_atari_kit.registration import make_env
 
     kwargs = dict(env_kwargs or {})
-    n = 1 if is_retro_id(env_id) else max(1, min(max_envs, episodes))
+    n = 1 if env_kind(env_id) == "retro" else max(1, min(max_envs, episodes))
     targets = [episodes // n + (1 if i < episodes % n else 0) for i in range(n)]
     envs = [make_env(env_id, **kwargs) for _ in range(n)]
     try:
+        check_model_fits(model, env_id, envs[0].observation_space, envs[0].action_space)
         # env i starts from seed + i and resets itself when a game ends, as SB3's vector envs do
         obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
         done_counts = [0] * n

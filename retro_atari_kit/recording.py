@@ -9,6 +9,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from retro_atari_kit.envs.ale import DEFAULTS as ALE_DEFAULTS
+from retro_atari_kit.envs.ale import MAX_FRAMES_PER_EPISODE
+from retro_atari_kit.runs.files import check_output_path
+
+# A recorded game ends at ALE's own cap at the latest: 108,000 frames = 27,000 agent steps of 4 frames.
+DEFAULT_MAX_STEPS = MAX_FRAMES_PER_EPISODE // ALE_DEFAULTS["frame_skip"]
+VIDEO_SUFFIXES = (".mp4", ".gif", ".webm", ".mkv", ".avi")
+
 
 def has_ffmpeg() -> bool:
     try:
@@ -37,27 +45,31 @@ def record_video(
     episodes: int = 1,
     seed: int = 0,
     deterministic: bool = False,
-    max_steps: int = 27_000,
+    max_steps: int | None = None,
     scale: int = 2,
 ) -> tuple[str, list[float]]:
     """Play ``episodes`` whole games and write the RGB screen (one frame per agent step) with the running
-    true score drawn in the frame. ``.mp4`` falls back to ``.gif`` when ffmpeg is missing. Returns
-    (path written, true scores)."""
+    true score drawn in the frame. ``.mp4`` falls back to ``.gif`` when ffmpeg is missing. A game ends
+    after ``max_steps`` agent steps (default :data:`DEFAULT_MAX_STEPS`). ``out`` is checked
+    (:func:`check_video_path`) before a game is played. Returns (path written, true scores)."""
     import cv2
     import imageio.v2 as imageio
 
     from retro_atari_kit.registration import make_env
 
+    check_video_path(out)
+    max_steps = DEFAULT_MAX_STEPS if max_steps is None else int(max_steps)
     root, ext = os.path.splitext(out)
-    if ext.lower() not in (".mp4", ".gif", ".webm", ".mkv", ".avi"):
-        raise ValueError(f"--out {out!r}: use a .mp4 or .gif file name")
     if ext.lower() != ".gif" and not has_ffmpeg():
         out = root + ".gif"
     env = make_env(env_id, **{**env_kwargs, "render_mode": "rgb_array"})
-    fps = 60 / max(1, int(env_kwargs.get("frame_skip", 4)))
+    fps = 60 / max(1, int(env_kwargs.get("frame_skip", ALE_DEFAULTS["frame_skip"])))
     frames: list[np.ndarray] = []
     scores: list[float] = []
     try:
+        from retro_atari_kit.evaluation import check_model_fits
+
+        check_model_fits(model, env_id, env.observation_space, env.action_space)
         obs, _ = env.reset(seed=seed)
         state, start = None, np.ones((1,), dtype=bool)
         total, steps = 0.0, 0
@@ -94,6 +106,18 @@ def record_video(
     else:
         imageio.mimsave(out, frames, fps=fps, macro_block_size=8)
     return out, scores
+
+
+def check_video_path(out: str) -> None:
+    """ValueError (one line) unless ``out`` names a video file (:data:`VIDEO_SUFFIXES`) that can be
+    written."""
+    if os.path.splitext(out)[1].lower() not in VIDEO_SUFFIXES:
+        if os.path.isdir(out):
+            raise ValueError(
+                f"--out {out}: is a folder; pass a video file name, e.g. {os.path.join(out, 'agent.mp4')}"
+            )
+        raise ValueError(f"--out {out!r}: use a .mp4 or .gif file name")
+    check_output_path(out)
 
 
 def _has_score(env: gym.Env) -> bool:

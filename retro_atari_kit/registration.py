@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from typing import Any
 
 import gymnasium as gym
 
-from retro_atari_kit.catalog import ale_games, retro_games
+from retro_atari_kit.catalog import ENTRY_POINTS, ale_games, retro_games
 
 VECTOR_ENTRY_POINT = "retro_atari_kit.vector:make_vector_env"
 
@@ -33,27 +34,42 @@ def register_all(include: Iterable[str] | str | None = None) -> None:
     ``contrib,experimental``). Only folder names are read: no emulator is started, no ROM is hashed.
     """
     for game in ale_games():
-        _register(game.env_id, "retro_atari_kit.envs.ale:make_ale_env", {"game": game.name})
+        _register(game.env_id, ENTRY_POINTS["ale"], {"game": game.name})
     try:
         games = retro_games(include)
     except ImportError:  # stable-retro not installed: ALE IDs only
         games = ()
     for game in games:
-        _register(game.env_id, "retro_atari_kit.envs.retro:make_retro_env", {"game": game.name})
+        _register(game.env_id, ENTRY_POINTS["retro"], {"game": game.name})
 
 
 def check_env_id(env_id: str) -> None:
-    """Raise RunError naming close matches when ``env_id`` is not registered."""
+    """Raise RunError unless ``env_id`` is a registered ``RetroKit/`` ID; names close matches, and the kit's
+    ID for another package's ID of the same game (``ALE/Pong-v5``, ``PongNoFrameskip-v4`` ->
+    ``RetroKit/Pong-v0``): those build another package's stack, which the kit's tools are not made for."""
     from retro_atari_kit.runs.errors import RunError
 
-    if env_id in gym.registry:
+    if env_id.startswith("RetroKit/") and env_id in gym.registry:
         return
+    kit_id = kit_env_id_for(env_id)
+    if kit_id is not None:
+        raise RunError(f"{env_id!r} is not a RetroKit env; use {kit_id} (the kit's stack of that game)")
     import difflib
 
     ids = [k for k in gym.registry if k.startswith("RetroKit/")]
     close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else "; see `retrokit list`"
     raise RunError(f"unknown env {env_id!r}{hint}")
+
+
+def kit_env_id_for(env_id: str) -> str | None:
+    """The ``RetroKit/`` ID of the game another package's ID names (``ALE/Pong-v5``, ``Pong-v0``,
+    ``PongNoFrameskip-v4``, ``Pong-ramDeterministic-v4``), or None."""
+    name = env_id.split(":", 1)[-1].rsplit("/", 1)[-1]
+    name = re.sub(r"-v\d+$", "", name)
+    name = re.sub(r"(-ram)?(NoFrameskip|Deterministic)?$", "", name)
+    candidate = f"RetroKit/{name}-v0"
+    return candidate if name and candidate != env_id and candidate in gym.registry else None
 
 
 def make_env(env_id: str, **kwargs: Any) -> gym.Env:

@@ -23,9 +23,10 @@ from retro_atari_kit.integrations.rllib.callbacks import TrueScoreCallback
 from retro_atari_kit.integrations.rllib.envs import configure_env
 from retro_atari_kit.integrations.rllib.hyperparams import ALGOS, get_preset, with_overrides
 from retro_atari_kit.integrations.rllib.module import KitRLModule
-from retro_atari_kit.integrations.rllib.nets import NETWORKS
 
+from retro_atari_kit.models import check_network
 from retro_atari_kit.runs import RunError
+from retro_atari_kit.wrappers.frame_stack import DEFAULT_FRAME_STACK
 
 # Keys not passed to ``.training()``: where they go instead.
 ENV_RUNNER_KEYS = (
@@ -84,8 +85,7 @@ def algo_config(
     """
     algo = algo.lower()
     cls = config_class(algo)
-    if network not in NETWORKS:
-        raise RunError(f"unknown network {network!r}; choose one of {', '.join(NETWORKS)}")
+    check_network(network)
     params = with_overrides(get_preset(algo, preset), overrides)
     env_kwargs = params.pop("env_kwargs", None) or {}
     seed = params.pop("seed", None)
@@ -129,7 +129,7 @@ def _single_frame_replay(
 
     if algo != "dqn":
         raise RunError(f"single_frame_replay is a DQN setting (replay); {algo} keeps no replay")
-    frames = int(env_kwargs.get("frame_stack", 4))
+    frames = int(env_kwargs.get("frame_stack", DEFAULT_FRAME_STACK))
     buffer = dict(params.get("replay_buffer_config") or {})
     if buffer.get("type", "EpisodeReplayBuffer") not in ("EpisodeReplayBuffer", STACKING_BUFFER):
         raise RunError(

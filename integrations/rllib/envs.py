@@ -29,15 +29,10 @@ __all__ = ["MODULE_PREFIX", "check_address", "check_nodes", "configure_env", "wo
 def worker_env_id(env_id: str) -> str:
     """``"retro_atari_kit:RetroKit/<Game>-v0"`` for a registered RetroKit ID; RunError otherwise."""
     import retro_atari_kit  # noqa: F401  (registers the namespace here, to validate the ID)
+    from retro_atari_kit.registration import check_env_id
 
     bare = env_id[len(MODULE_PREFIX) :] if env_id.startswith(MODULE_PREFIX) else env_id
-    if not bare.startswith("RetroKit/") or bare not in gym.registry:
-        import difflib
-
-        ids = [k for k in gym.registry if k.startswith("RetroKit/")]
-        close = difflib.get_close_matches(bare, ids, n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see `retrokit list`"
-        raise RunError(f"unknown env {env_id!r}{hint}")
+    check_env_id(bare)
     return MODULE_PREFIX + bare
 
 

@@ -17,9 +17,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from retro_atari_kit.models import ImpalaCNN, NatureCNN
+from retro_atari_kit.models import NETWORKS as _NETWORKS
+from retro_atari_kit.models import network_class
 
-NETWORKS = ("nature", "impala")
+NETWORKS = tuple(_NETWORKS)  # the core's list of network names
 
 __all__ = ["NETWORKS", "build_encoder", "build_heads", "dueling_q", "linear_head"]
 
@@ -33,9 +34,7 @@ def build_encoder(
             f"the kit's CNNs take square channels-first frames (C, H, W), got observation shape {obs_shape}; "
             "use a RetroKit/ env (uint8 (4, 84, 84))"
         )
-    cls = {"nature": NatureCNN, "impala": ImpalaCNN}.get(network)
-    if cls is None:
-        raise ValueError(f"unknown network {network!r}; choose one of {', '.join(NETWORKS)}")
+    cls = network_class(network)
     return cls(
         in_channels=int(obs_shape[0]), image_size=int(obs_shape[1]), channels_last=channels_last, **kwargs
     )

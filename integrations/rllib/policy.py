@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from retro_atari_kit.integrations.rllib.nets import build_encoder, build_heads, dueling_q
@@ -73,6 +74,9 @@ class KitPolicy(torch.nn.Module):
         self.algo = payload["algo"]
         self.env_id = payload["env_id"]
         self.num_timesteps = int(payload["steps"])
+        # the spaces it was trained on, named as SB3's models name them (checked before a game is played)
+        self.observation_space = gym.spaces.Box(0, 255, tuple(payload["obs_shape"]), np.uint8)
+        self.action_space = gym.spaces.Discrete(int(payload["n_actions"]))
         self.q_learning = bool(payload["q_learning"])
         self.epsilon = 0.01
         self.encoder = build_encoder(

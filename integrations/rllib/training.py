@@ -39,6 +39,14 @@ from retro_atari_kit.runs import (
     training_session,
     write_config,
 )
+from retro_atari_kit.runs.startup import (
+    check_backend,
+    check_device,
+    check_gpus,
+    finished_lines,
+    segment_seed,
+    stopped_lines,
+)
 
 ENGINE = "rllib"
 INSTALL = 'pip install "retro-atari-kit[rllib]"'
@@ -89,6 +97,13 @@ def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = p
         )
     if spec.save_replay_buffer:
         raise RunError("--save-replay-buffer is not available with --engine rllib (RLlib checkpoints decide)")
+    # the run layer's engine-neutral checks (the CLI has run them all: check_new_run), repeated here for
+    # callers of this function; then RLlib's own: it places a learner on "a GPU", never on a given one
+    check_device(spec.device)
+    check_gpus(spec.engine_options.get("num_gpus"))
+    if ":" in spec.device:
+        raise RunError(f"--device {spec.device}: --engine rllib places its learner itself; use --device cuda")
+    check_backend(spec.env_id, spec.backend, spec.env_kwargs)
     env_kwargs = dict(spec.env_kwargs)
     if spec.backend != "auto":
         env_kwargs["backend"] = spec.backend
@@ -203,7 +218,7 @@ def _runner_settings(config: dict[str, Any]) -> dict[str, Any]:
         runners = max(int(ray.cluster_resources().get("CPU", 2)) - 1, 1)
     gpus = opts.get("num_gpus")
     if gpus is None:
-        gpus = 1 if config.get("device") == "cuda" else 0
+        gpus = 1 if str(config.get("device")).startswith("cuda") else 0
     out = {"num_env_runners": int(runners)}
     if gpus:
         # one learner per GPU; a single one stays in the driver process
@@ -286,7 +301,7 @@ def train(
                 config["env_id"],
                 config["network"],
                 env_kwargs=config.get("env_kwargs") or {},
-                seed=config["seed"] + 1000 * segment,  # fresh env randomness per resume
+                seed=segment_seed(config["seed"], segment),  # fresh env randomness per resume
                 **hyper,
             )
             envs = rl_config.num_envs_per_env_runner * max(rl_config.num_env_runners, 1)
@@ -343,13 +358,12 @@ def _loop(
             )
     path = save_checkpoint(algo, run_dir, steps, config, spaces)
     if stop.requested:
-        out(f"interrupted at {steps} steps; checkpoint {path}")
-        out(f"resume with: retrokit train --resume {run_dir}")
+        for line in stopped_lines(run_dir, steps, path):
+            out(line)
         return {"steps": steps, "interrupted": True, "model": path}
     final = final_model_path(run_dir, suffix="")
     publish_final_model(path, final)
     out(f"done: {steps} steps; in {run_dir}: model/, config.yaml, checkpoints/, monitor/, progress.csv")
-    out(
-        f"next: retrokit eval {run_dir} | retrokit plot {run_dir} | retrokit record {run_dir} --out agent.mp4"
-    )
+    for line in finished_lines(run_dir):
+        out(line)
     return {"steps": steps, "interrupted": False, "model": final}

@@ -43,7 +43,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.torch_layers import NatureCNN as _SB3NatureCNN
 
 from retro_atari_kit import models
-from retro_atari_kit.models import NETWORKS
+from retro_atari_kit.models import NETWORKS, check_network
 
 __all__ = ["ImpalaCNN", "NatureCNN", "cnn_policy_kwargs", "native_bf16"]
 
@@ -198,8 +198,7 @@ def cnn_policy_kwargs(network: str = "nature", **extractor_kwargs: object) -> di
 
         PPO("CnnPolicy", venv, policy_kwargs=cnn_policy_kwargs("impala", features_dim=256))
     """
-    if network not in NETWORKS:
-        raise ValueError(f"unknown network {network!r}; choose one of {', '.join(NETWORKS)}")
+    check_network(network)
     return {
         "features_extractor_class": globals()[NETWORKS[network]],
         "features_extractor_kwargs": dict(extractor_kwargs),

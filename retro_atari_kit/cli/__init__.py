@@ -12,9 +12,12 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from retro_atari_kit.cli._common import CliError
+from retro_atari_kit.cli._common import CliError, quiet_ale_banner
 
 __all__ = ["CliError", "build_parser", "main"]
+
+# commands that build no env (and so need not load ale-py)
+NO_ENV_COMMANDS = ("list", "plot", "import-roms")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "command", None):
             parser.print_help()
             return 2
+        if args.command not in NO_ENV_COMMANDS:
+            quiet_ale_banner()
         return int(args.func(args) or 0)
     except CliError as exc:
         print(f"retrokit: error: {exc}", file=sys.stderr)

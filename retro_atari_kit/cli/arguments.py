@@ -59,14 +59,16 @@ def parse_env_kwargs(items: Iterable[str]) -> dict[str, Any]:
 
 
 def positive_int(text: str) -> int:
-    """argparse type: a whole number >= 1."""
+    """argparse type: a whole number >= 1 (``8``, ``1e3``; never rounded: ``2.7`` is refused)."""
     try:
-        value = int(float(text))
+        number = float(text.replace("_", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
+    if not math.isfinite(number) or number != int(number):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if number < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value
+    return int(number)
 
 
 def nonneg_steps(text: str) -> int:
@@ -75,6 +77,6 @@ def nonneg_steps(text: str) -> int:
         value = float(text.replace("_", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number (e.g. 1e5)") from None
-    if value < 0 or value != int(value):
+    if not math.isfinite(value) or value < 0 or value != int(value):
         raise argparse.ArgumentTypeError(f"{text!r} must be a whole number >= 0")
     return int(value)

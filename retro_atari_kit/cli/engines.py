@@ -1,8 +1,12 @@
 """Which training engine serves a run: ``sb3`` (default) or ``rllib``, loaded only when a command needs it.
 
+Every new run goes through :func:`prepare_new_run`: the run layer's engine-neutral start-up checks
+(``retro_atari_kit.runs.startup``), then the engine's own ``prepare``, so no engine can skip them.
+
 An engine module provides ``prepare(spec, force)``, ``prepare_resume(run_dir, timesteps)``,
 ``train(config, run_dir, resume_from)``, ``load_model(path, device=..., algo=...)`` (an object with SB3's
-``predict``) and ``latest_model(run_dir) -> (path, steps)``.
+``predict``), ``latest_model(run_dir) -> (path, steps)`` and ``export_model(run_dir, out_dir) -> (path,
+steps)`` (a small copy of the final model for publishing).
 """
 
 from __future__ import annotations
@@ -10,12 +14,12 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from retro_atari_kit.cli._common import CliError
+from retro_atari_kit.cli._common import CliError, user_errors
+from retro_atari_kit.runs.layout import ENGINES
+from retro_atari_kit.runs.spec import TrainSpec
 
-ENGINE_MODULES = {
-    "sb3": "retro_atari_kit.integrations.sb3.training",
-    "rllib": "retro_atari_kit.integrations.rllib.training",
-}
+# every engine of the run layer's list, at integrations/<name>/training
+ENGINE_MODULES = {name: f"retro_atari_kit.integrations.{name}.training" for name in ENGINES}
 INSTALL_HINTS = {"sb3": "pip install retro-atari-kit", "rllib": 'pip install "retro-atari-kit[rllib]"'}
 
 
@@ -29,3 +33,17 @@ def engine(name: str) -> ModuleType:
         raise CliError(
             f"the {name} engine needs a package that is missing ({exc.name}): {INSTALL_HINTS[name]}"
         ) from None
+
+
+def prepare_new_run(spec: TrainSpec, force: bool) -> tuple[ModuleType, dict, str]:
+    """Check ``spec`` (engine-neutral checks first, then the engine's), create its run dir and config.
+
+    Returns ``(engine module, config, run_dir)``; any user error is one CliError line, nothing written.
+    """
+    from retro_atari_kit.runs.startup import check_new_run
+
+    backend = engine(spec.engine)
+    with user_errors():
+        spec.run_dir, _, _ = check_new_run(spec, force)
+        config, run_dir = backend.prepare(spec, force=force)
+    return backend, config, run_dir

@@ -61,13 +61,17 @@ def resolve_target(target: str, env: str | None, env_kwargs: dict) -> tuple[str,
 
 def load_target(target: str, env: str | None, env_kwargs: dict, device: str) -> tuple[Any, str, str, dict]:
     """Resolve ``target``, load its model with the engine that trained it: (model, path, env id, kwargs)."""
+    from retro_atari_kit.evaluation import check_model_fits
     from retro_atari_kit.registration import probe_env
+    from retro_atari_kit.runs.startup import check_device
 
     with user_errors():
+        check_device(device)  # a bad --device is named as such, not as an unreadable model file
         path, env_id, kwargs, config = resolve_target(target, env, env_kwargs)
-        probe_env(env_id, kwargs)
+        obs_space, action_space = probe_env(env_id, kwargs)
         backend = engine(config["engine"] if config else "sb3")
         model = backend.load_model(path, device=device, algo=config["algo"] if config else None)
+        check_model_fits(model, env_id, obs_space, action_space)
     return model, path, env_id, kwargs
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import numpy as np
 
 from retro_atari_kit.cli._common import CliError, user_errors
 from retro_atari_kit.cli.arguments import positive_int
 from retro_atari_kit.runs import atomic_write, read_monitor_csvs
+from retro_atari_kit.runs.files import check_output_path
 
 
 def add_parser(sub) -> None:
@@ -69,7 +71,6 @@ def plot_runs(
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=110))
     plt.close(fig)
     return out
@@ -81,8 +82,16 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"{d}: no such run dir")
     if not args.out.lower().endswith(".png"):
         raise CliError(f"--out {args.out!r}: use a .png file name")
+    skipped: dict[str, int] = {}
     with user_errors():
-        data = {d: read_monitor_csvs(d) for d in args.run_dirs}
+        check_output_path(args.out)
+        data = {d: read_monitor_csvs(d, skipped) for d in args.run_dirs}
+    for path, n in skipped.items():
+        print(
+            f"retrokit: warning: {path}: skipped {n} row(s) that are not numbers (r,l,t); "
+            "the other games are plotted",
+            file=sys.stderr,
+        )
     out = plot_runs(args.run_dirs, args.out, x=args.x, smooth=args.smooth, title=args.title)
     for d, v in data.items():
         last = v["r"][-100:]

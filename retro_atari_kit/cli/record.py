@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from retro_atari_kit.cli._common import user_errors
 from retro_atari_kit.cli.arguments import positive_int
 
 
@@ -15,7 +16,12 @@ def add_parser(sub) -> None:
     p.add_argument("--episodes", type=positive_int, default=1)
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--env", default=None, help="env ID (for a model file outside a run dir)")
-    p.add_argument("--max-steps", type=positive_int, default=27_000, help="agent steps per game at most")
+    p.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=None,
+        help="agent steps per game at most (default 27000: ALE's 108,000-frame cap at frame skip 4)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto")
     p.set_defaults(func=run)
@@ -23,8 +29,10 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retro_atari_kit.cli.evaluate import load_target
-    from retro_atari_kit.recording import record_video
+    from retro_atari_kit.recording import check_video_path, record_video
 
+    with user_errors():
+        check_video_path(args.out)  # before the model is loaded and a whole game is played
     model, _, env_id, env_kwargs = load_target(args.target, args.env, {}, args.device)
     out, scores = record_video(
         model,

@@ -15,7 +15,7 @@ from retro_atari_kit.cli.arguments import (
     parse_timesteps,
     positive_int,
 )
-from retro_atari_kit.cli.engines import ENGINE_MODULES, engine
+from retro_atari_kit.cli.engines import ENGINE_MODULES, engine, prepare_new_run
 
 
 def add_parser(sub) -> None:
@@ -32,18 +32,18 @@ def add_parser(sub) -> None:
     )
     p.add_argument("env_id", nargs="?", help="e.g. RetroKit/Pong-v0 (see `retrokit list`)")
     p.add_argument(
-        "--engine", default="sb3", choices=sorted(ENGINE_MODULES), help="training engine (default sb3)"
+        "--engine", default=None, choices=sorted(ENGINE_MODULES), help="training engine (default sb3)"
     )
-    p.add_argument("--network", default="nature", help="nature (default) or impala")
+    p.add_argument("--network", default=None, help="nature (default) or impala")
     p.add_argument(
         "--timesteps",
         default=None,
         help="total agent steps, e.g. 2e6 (default 1e6; with --resume: a new total)",
     )
     p.add_argument("--n-envs", type=positive_int, default=None, help="parallel envs (default: CPU count)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    p.add_argument("--preset", default="default", help="hyperparameter preset (default: 'default')")
+    p.add_argument("--seed", type=int, default=None, help="default 0")
+    p.add_argument("--device", default=None, help="auto (default), cpu, cuda or cuda:N")
+    p.add_argument("--preset", default=None, help="hyperparameter preset (default: 'default')")
     p.add_argument(
         "--set",
         dest="overrides",
@@ -60,14 +60,16 @@ def add_parser(sub) -> None:
         metavar="KEY=VALUE",
         help="env kwarg, e.g. --env-kwarg crop_score=true (repeatable)",
     )
-    p.add_argument("--backend", default="auto", help="vector backend: auto, native, subprocess or inprocess")
+    p.add_argument(
+        "--backend", default=None, help="vector backend: auto (default), native, subprocess or inprocess"
+    )
     p.add_argument("--run-dir", default=None, help="default runs/<env>-<algo>-<network>-<seed>-<time>")
-    p.add_argument("--eval-every", type=nonneg_steps, default=0, help="evaluate every N steps (0: off)")
-    p.add_argument("--eval-episodes", type=positive_int, default=5, help="games per periodic evaluation")
+    p.add_argument("--eval-every", type=nonneg_steps, default=None, help="evaluate every N steps (0: off)")
+    p.add_argument("--eval-episodes", type=positive_int, default=None, help="games per periodic evaluation")
     p.add_argument(
         "--checkpoint-every",
         type=nonneg_steps,
-        default=100_000,
+        default=None,
         help="checkpoint every N steps (default 1e5, 0: only at the end / on Ctrl-C)",
     )
     p.add_argument(
@@ -79,7 +81,7 @@ def add_parser(sub) -> None:
         "--resume",
         metavar="RUN_DIR",
         default=None,
-        help="continue RUN_DIR from its latest checkpoint with its config",
+        help="continue RUN_DIR from its latest checkpoint with its config (only --timesteps may change)",
     )
     p.add_argument(
         "--force",
@@ -109,6 +111,60 @@ def add_parser(sub) -> None:
     )
     rllib.add_argument("--num-gpus", type=int, default=None, metavar="G", help="GPUs for the learner(s)")
     p.set_defaults(func=run)
+
+
+# The defaults of the options a run's config records (None in the parser, so that --resume can tell what
+# was given: a resumed run keeps the settings of its config.yaml).
+SPEC_DEFAULTS = {
+    "engine": "sb3",
+    "network": "nature",
+    "seed": 0,
+    "device": "auto",
+    "preset": "default",
+    "backend": "auto",
+    "eval_every": 0,
+    "eval_episodes": 5,
+    "checkpoint_every": 100_000,
+}
+# option dest -> flag, for the options --resume refuses
+RECORDED_OPTIONS = {
+    "engine": "--engine",
+    "network": "--network",
+    "n_envs": "--n-envs",
+    "seed": "--seed",
+    "device": "--device",
+    "preset": "--preset",
+    "overrides": "--set",
+    "env_kwargs": "--env-kwarg",
+    "backend": "--backend",
+    "run_dir": "--run-dir",
+    "eval_every": "--eval-every",
+    "eval_episodes": "--eval-episodes",
+    "checkpoint_every": "--checkpoint-every",
+    "save_replay_buffer": "--save-replay-buffer",
+    "force": "--force",
+    "num_env_runners": "--num-env-runners",
+    "envs_per_runner": "--envs-per-runner",
+    "address": "--address",
+    "num_gpus": "--num-gpus",
+}
+
+
+def _value(args: argparse.Namespace, dest: str):
+    """The option's value, or its default when it was not given."""
+    value = getattr(args, dest)
+    return SPEC_DEFAULTS[dest] if value is None else value
+
+
+def _refuse_options_with_resume(args: argparse.Namespace) -> None:
+    """CliError naming the options given with ``--resume`` that would change a recorded setting: a resumed
+    run continues with its config.yaml, so they would be ignored (only ``--timesteps`` sets a new total)."""
+    given = [flag for dest, flag in RECORDED_OPTIONS.items() if getattr(args, dest) not in (None, [], False)]
+    if given:
+        raise CliError(
+            f"--resume continues {args.resume} with the settings in its config.yaml; drop "
+            f"{', '.join(given)} (only --timesteps may change; start a new run to change the others)"
+        )
 
 
 RLLIB_OPTIONS = {
@@ -153,6 +209,7 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
     if args.resume:
         if args.algo or args.env_id:
             raise CliError("--resume takes the algo and env from the run's config.yaml; drop ALGO ENV_ID")
+        _refuse_options_with_resume(args)
         total = parse_timesteps(args.timesteps) if args.timesteps is not None else None
         with user_errors():
             name = load_config(args.resume)["engine"] if os.path.isdir(args.resume) else "sb3"
@@ -169,27 +226,25 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
         spec = TrainSpec(
             algo=args.algo.lower(),
             env_id=args.env_id,
-            engine=args.engine,
-            network=args.network.lower(),
+            engine=_value(args, "engine"),
+            network=_value(args, "network").lower(),
             timesteps=parse_timesteps(args.timesteps or "1e6"),
             n_envs=args.n_envs,
-            seed=args.seed,
-            device=args.device,
-            preset=args.preset,
+            seed=_value(args, "seed"),
+            device=_value(args, "device"),
+            preset=_value(args, "preset"),
             overrides=parse_set(args.overrides),
             env_kwargs=parse_env_kwargs(args.env_kwargs),
             run_dir=args.run_dir,
-            eval_every=args.eval_every,
-            eval_episodes=args.eval_episodes,
-            checkpoint_every=args.checkpoint_every,
+            eval_every=_value(args, "eval_every"),
+            eval_episodes=_value(args, "eval_episodes"),
+            checkpoint_every=_value(args, "checkpoint_every"),
             save_replay_buffer=args.save_replay_buffer,
-            backend=args.backend,
+            backend=_value(args, "backend"),
             command=getattr(args, "command_line", ""),
             engine_options=_engine_options(args),
         )
-        backend = engine(args.engine)
-        with user_errors():
-            config, run_dir = backend.prepare(spec, force=args.force)
+        backend, config, run_dir = prepare_new_run(spec, args.force)
         checkpoint = None
     try:
         backend.train(config, run_dir, resume_from=checkpoint)

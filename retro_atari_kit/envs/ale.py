@@ -28,6 +28,7 @@ from retro_atari_kit.wrappers import (
     WarpFrame,
 )
 from retro_atari_kit.wrappers.fire_reset import fire_reset_enabled
+from retro_atari_kit.wrappers.frame_stack import DEFAULT_FRAME_STACK
 
 # ALE's own cap: 108,000 emulator frames = 30 minutes of play; ending there is a real (truncated) game end.
 MAX_FRAMES_PER_EPISODE = 108_000
@@ -38,7 +39,7 @@ DEFAULTS: dict[str, Any] = {
     "terminal_on_life_loss": True,
     "fire_reset": "auto",
     "clip_reward": True,
-    "frame_stack": 4,
+    "frame_stack": DEFAULT_FRAME_STACK,
     "screen_size": 84,
     "grayscale": True,
     "crop_score": False,

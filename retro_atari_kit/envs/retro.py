@@ -36,6 +36,7 @@ from retro_atari_kit.wrappers import (
     WarpFrame,
 )
 from retro_atari_kit.wrappers.discrete_actions import combo_masks
+from retro_atari_kit.wrappers.frame_stack import DEFAULT_FRAME_STACK
 
 # 4500 agent steps x 4 frames = 18,000 frames = 5 minutes of play at 60 fps (baselines' retro default).
 DEFAULT_MAX_EPISODE_STEPS = 4500
@@ -48,7 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "state": None,
     "players": 1,
     "clip_reward": True,
-    "frame_stack": 4,
+    "frame_stack": DEFAULT_FRAME_STACK,
     "screen_size": 84,
     "grayscale": True,
     "crop_score": False,

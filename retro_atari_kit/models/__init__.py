@@ -23,13 +23,37 @@ _CLASSES = {
     "ResidualBlock": "retro_atari_kit.models.impala",
 }
 
-__all__ = ["NETWORKS", "ImpalaCNN", "ImpalaStage", "NatureCNN", "ResidualBlock", "network_class"]
+__all__ = [
+    "NETWORKS",
+    "ImpalaCNN",
+    "ImpalaStage",
+    "NatureCNN",
+    "ResidualBlock",
+    "check_network",
+    "cuda_devices",
+    "network_class",
+]
+
+
+def cuda_devices() -> tuple[int, str]:
+    """``(number of CUDA devices torch can use here, torch version)``, for device checks outside models/."""
+    import torch
+
+    return (torch.cuda.device_count() if torch.cuda.is_available() else 0), torch.__version__
+
+
+def check_network(name: object) -> None:
+    """The one check of a network name (``--network``, every engine): RunError (a ValueError) naming the
+    choices unless ``name`` is in :data:`NETWORKS`."""
+    from retro_atari_kit.runs.errors import RunError
+
+    if not isinstance(name, str) or name not in NETWORKS:
+        raise RunError(f"unknown network {name!r}; choose one of {', '.join(NETWORKS)}")
 
 
 def network_class(name: str) -> type:
     """The torch module class of network ``name`` (``"nature"`` or ``"impala"``); ValueError otherwise."""
-    if name not in NETWORKS:
-        raise ValueError(f"unknown network {name!r}; choose one of {', '.join(NETWORKS)}")
+    check_network(name)
     return __getattr__(NETWORKS[name])
 
 

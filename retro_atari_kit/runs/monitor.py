@@ -97,11 +97,13 @@ def split_monitor_csv(path: str, saved_at: float) -> tuple[list[str], list[str]]
     return kept, later
 
 
-def read_monitor_csvs(run_dir: str) -> dict[str, np.ndarray]:
+def read_monitor_csvs(run_dir: str, skipped: dict[str, int] | None = None) -> dict[str, np.ndarray]:
     """All games of a run (all envs and resumed segments, not set-aside logs), ordered by end time.
 
     Returns arrays ``r`` (true score), ``l`` (agent steps), ``t`` (seconds since the run started) and
-    ``steps`` (cumulative agent steps over all envs). RunError if the run has no monitor CSV.
+    ``steps`` (cumulative agent steps over all envs). RunError if the run has no monitor CSV. Rows that are
+    not numbers are left out; ``skipped``, if given, receives ``{path: number of such rows}`` for every file
+    that had any (a short last line, being written right now, is not counted).
     """
     files = monitor_files(run_dir)
     if not files:
@@ -118,14 +120,19 @@ def read_monitor_csvs(run_dir: str) -> dict[str, np.ndarray]:
             ir, il, it = cols.index("r"), cols.index("l"), cols.index("t")
         except ValueError:
             raise RunError(f"{path}: not a monitor CSV (needs columns r,l,t)") from None
-        for line in lines[n_header:]:
+        body = lines[n_header:]
+        bad = 0
+        for i, line in enumerate(body):
             parts = line.strip().split(",")
             if len(parts) < len(cols):
-                continue  # a line being written right now
+                bad += bool(line.strip()) and i < len(body) - 1  # the last one may be being written now
+                continue
             try:
                 rows.append(((t_start or 0.0) + float(parts[it]), float(parts[ir]), float(parts[il])))
             except ValueError:
-                continue
+                bad += 1
+        if bad and skipped is not None:
+            skipped[path] = bad
     rows.sort()
     if not rows:
         return {k: np.zeros(0) for k in ("r", "l", "t", "steps")}

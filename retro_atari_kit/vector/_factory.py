@@ -8,27 +8,8 @@ from typing import Any
 
 import gymnasium as gym
 
-ENTRY_POINTS = {
-    "ale": "retro_atari_kit.envs.ale:make_ale_env",
-    "retro": "retro_atari_kit.envs.retro:make_retro_env",
-}
-DEFAULT_FRAME_STACK = 4
-
-
-def game_kind(game: str) -> str:
-    """``"ale"`` for an ALE game name (``Pong``), ``"retro"`` for a stable-retro one (``Pong-Atari2600``)."""
-    if not isinstance(game, str) or not game:
-        raise TypeError(f"game must be a non-empty str such as 'Pong' or 'Pong-Atari2600', got {game!r}")
-    from retro_atari_kit.catalog import ale_games
-
-    if any(g.name == game for g in ale_games()):
-        return "ale"
-    if "-" in game:
-        return "retro"
-    raise ValueError(
-        f"unknown game {game!r}: expected an ALE game name (e.g. 'Pong', 'Breakout') or a stable-retro "
-        "game 'Name-System' (e.g. 'Pong-Atari2600'); see gymnasium.registry for the RetroKit/ IDs"
-    )
+from retro_atari_kit.catalog.kinds import ENTRY_POINTS, game_kind  # noqa: F401  (re-exported)
+from retro_atari_kit.wrappers.frame_stack import DEFAULT_FRAME_STACK
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+# The kit's one default for frames per observation (DeepMind's 4): envs, vector envs and engines read it.
+DEFAULT_FRAME_STACK = 4
+
 
 class FrameStack(gym.Wrapper):
     """Stack the last ``k`` channel-first frames: ``(C, H, W)`` in, ``(k*C, H, W)`` uint8 out.
@@ -16,7 +19,7 @@ class FrameStack(gym.Wrapper):
     stored observations are never mutated later.
     """
 
-    def __init__(self, env: gym.Env, k: int = 4):
+    def __init__(self, env: gym.Env, k: int = DEFAULT_FRAME_STACK):
         super().__init__(env)
         if k < 1:
             raise ValueError(f"frame_stack must be >= 1, got {k}")

@@ -10,7 +10,10 @@
     venv.close()
 
 or ``retrokit train dqn RetroKit/Pong-v0 --preset pong-dqn-fast`` (any DQN / QR-DQN preset with
-``--set parallel_play=true``).
+``--set parallel_play=true``). ``retrokit train`` plays in parallel only when the learner is on a CUDA
+device (option ``when: cuda``, the default): on a CPU learner the updates take the cores the player would
+need, so the run trains synchronously with the same schedule and says so in one line; ``when: always``
+plays in parallel on any device.
 
 Processes: the trainer (SB3's ``learn()`` loop, the replay buffer, the optimizer, checkpoints, logs) and one
 play process (the envs, an epsilon-greedy CPU copy of the Q-network, ``monitor/*.monitor.csv`` with the true
@@ -30,20 +33,24 @@ from __future__ import annotations
 
 from .algo import (
     ParallelPlayMixin,
+    active_play_options,
     check_parallel_play,
     parallel_play_class,
     parse_options,
     play_class_and_env,
+    play_pays,
 )
 from .venv import PlayerDiedError, PlayProcessVecEnv, make_play_env
 
 __all__ = [
     "ParallelPlayMixin",
     "PlayProcessVecEnv",
+    "active_play_options",
     "PlayerDiedError",
     "check_parallel_play",
     "make_play_env",
     "parallel_play_class",
     "parse_options",
     "play_class_and_env",
+    "play_pays",
 ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import collections
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -26,16 +26,20 @@ from stable_baselines3.common.type_aliases import RolloutReturn, TrainFrequencyU
 
 from .venv import PlayProcessVecEnv
 
-OPTION_KEYS = ("ahead", "weights_every", "trainer_threads")
+OPTION_KEYS = ("ahead", "weights_every", "trainer_threads", "when")
+# ``when``: "cuda" (default) plays in a process of its own only when the learner is on a CUDA device, where
+# the update leaves the CPU free for play; on a CPU learner the update itself takes the cores play would
+# need, so the run trains synchronously with the same schedule. "always" plays in parallel on any device.
+WHEN = ("cuda", "always")
 
 
-def parse_options(options: Mapping[str, Any] | bool | None) -> dict[str, int | None]:
+def parse_options(options: Mapping[str, Any] | bool | None) -> dict[str, Any]:
     """Validate the ``parallel_play`` preset value: ``true`` or ``{ahead: int >= 0 | null, weights_every:
-    int >= 1 | null, trainer_threads: int >= 1 | null}``. ``ahead``: vector steps play may run ahead of the
-    synchronous schedule (null: one rollout, ``train_freq``). ``weights_every``: agent steps between weight
-    refreshes (null: after every round of updates). ``trainer_threads``: torch threads of the trainer
-    (null: leave one core to the player, see :func:`_trainer_threads`). Raises ``ValueError`` naming the
-    bad key or value."""
+    int >= 1 | null, trainer_threads: int >= 1 | null, when: cuda | always}``. ``ahead``: vector steps play
+    may run ahead of the synchronous schedule (null: one rollout, ``train_freq``). ``weights_every``: agent
+    steps between weight refreshes (null: after every round of updates). ``trainer_threads``: torch threads
+    of the trainer (null: leave one core to the player, see :func:`_trainer_threads`). ``when``: see
+    :data:`WHEN` and :func:`play_pays`. Raises ``ValueError`` naming the bad key or value."""
     if options is True or options is None:
         options = {}
     if not isinstance(options, Mapping):
@@ -45,13 +49,31 @@ def parse_options(options: Mapping[str, Any] | bool | None) -> dict[str, int | N
     bad = sorted(set(options) - set(OPTION_KEYS))
     if bad:
         raise ValueError(f"unknown parallel_play option {bad[0]!r}; use {', '.join(OPTION_KEYS)}")
-    out: dict[str, int | None] = {}
+    out: dict[str, Any] = {}
     for key, low in (("ahead", 0), ("weights_every", 1), ("trainer_threads", 1)):
         value = options.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             raise ValueError(f"parallel_play.{key} must be an int >= {low} or null, got {value!r}")
         out[key] = value
+    out["when"] = WHEN[0] if options.get("when") is None else options["when"]
+    if out["when"] not in WHEN:
+        raise ValueError(f"parallel_play.when must be {' or '.join(WHEN)}, got {options['when']!r}")
     return out
+
+
+def play_pays(options: Mapping[str, Any] | bool | None, device: str) -> bool:
+    """Whether a run with these ``parallel_play`` options on learner ``device`` (``auto``, ``cpu``,
+    ``cuda[:N]``) plays in a process of its own: always with ``when: always``; by default only for a CUDA
+    learner (``auto`` picks CUDA when torch sees a GPU, as SB3 does)."""
+    if not options:
+        return False
+    if parse_options(options)["when"] == "always":
+        return True
+    if device == "auto":
+        import torch
+
+        return torch.cuda.is_available()
+    return str(device).startswith("cuda")
 
 
 def _trainer_threads(threads: int | None) -> None:
@@ -72,7 +94,7 @@ def _trainer_threads(threads: int | None) -> None:
 class ParallelPlayMixin:
     """Mixed in before DQN / QRDQN by :func:`parallel_play_class`; see the module docstring."""
 
-    play_options: dict[str, int | None] = {"ahead": None, "weights_every": None, "trainer_threads": None}
+    play_options: dict[str, Any] = {"ahead": None, "weights_every": None, "trainer_threads": None}
 
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), "play_trace"]  # type: ignore[misc]
@@ -214,6 +236,21 @@ def check_parallel_play(algo: str, options: Mapping[str, Any] | bool | None) -> 
     parse_options(options)
 
 
+def active_play_options(config: Mapping[str, Any], out: Callable[[str], None] = print) -> Any:
+    """For ``retrokit train``: the run's ``parallel_play`` options if it plays in a process of its own on
+    its device (:func:`play_pays`), else None, saying so in one line when the preset asked for it."""
+    options = config["hyperparams"].get("parallel_play")
+    if not options or play_pays(options, config["device"]):
+        return options or None
+    hp = config["hyperparams"]
+    out(
+        f"parallel_play: off, the learner is not on a CUDA device (play in its own process pays only "
+        f"there); training synchronously with the same schedule (train_freq {hp.get('train_freq')}, "
+        f"batch {hp.get('batch_size')}); --set parallel_play.when=always plays in parallel anyway"
+    )
+    return None
+
+
 def play_class_and_env(
     base: type,
     options: Mapping[str, Any] | bool | None,
@@ -222,7 +259,7 @@ def play_class_and_env(
     seed: int,
 ) -> tuple[type, PlayProcessVecEnv]:
     """For ``retrokit train``: the parallel-play class of ``base`` and its play env for a run's config
-    (``env_id``, ``n_envs``, ``backend``, ``env_kwargs``)."""
+    (``env_id``, ``n_envs``, ``backend``, ``env_kwargs``); see :func:`active_play_options` for when."""
     cls = parallel_play_class(base, options)
     venv = PlayProcessVecEnv(
         config["env_id"],

@@ -21,6 +21,7 @@ import torch.multiprocessing as tmp
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
 from retro_atari_kit.processes import end_process
+from retro_atari_kit.wrappers.frame_stack import DEFAULT_FRAME_STACK
 
 from . import player
 from .ring import ALLOWED, CONSUMED, PRODUCED, RingShape, allocate, weights_numel, write_weights
@@ -89,7 +90,7 @@ class PlayProcessVecEnv(VecEnv):
         try:
             _, obs_space, action_space = self._expect("ready", START_TIMEOUT)
             shape = obs_space.shape
-            frame_stack = int(env_kwargs.get("frame_stack", 4))
+            frame_stack = int(env_kwargs.get("frame_stack", DEFAULT_FRAME_STACK))
             c = frame_channels or max(1, shape[0] // frame_stack)
             if shape[0] % c:
                 raise ValueError(f"frame_channels={c} does not divide the observation's {shape[0]} channels")

@@ -23,7 +23,7 @@ from typing import Any
 from retro_atari_kit.integrations.sb3.algorithms import constructor_params
 
 from retro_atari_kit import presets as _core
-from retro_atari_kit.models import NETWORKS
+from retro_atari_kit.models import NETWORKS, check_network
 from retro_atari_kit.presets import format_preset, get_preset, import_dotted, list_presets
 
 __all__ = [
@@ -117,8 +117,7 @@ def to_sb3_kwargs(preset: Mapping[str, Any], network: str | None = "nature") -> 
             kw[key] = import_dotted(kw[key])
     pk = dict(kw.get("policy_kwargs") or {})
     if network is not None:
-        if network not in EXTRACTORS:
-            raise ValueError(f"unknown network {network!r}; choose one of {', '.join(EXTRACTORS)}")
+        check_network(network)
         pk["features_extractor_class"] = EXTRACTORS[network]
     for key in POLICY_CLASS_KEYS:
         if key in pk:

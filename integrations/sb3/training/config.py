@@ -16,11 +16,13 @@ from typing import Any
 from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class, constructor_params
 from retro_atari_kit.integrations.sb3.presets import allowed_keys, to_sb3_kwargs
 
-from retro_atari_kit.models import NETWORKS
+from retro_atari_kit.models import NETWORKS, check_network
 from retro_atari_kit.presets import PresetError, apply_overrides, get_preset
 from retro_atari_kit.registration import check_env_id, make_env
 from retro_atari_kit.runs import RunError, TrainSpec, new_config
+from retro_atari_kit.runs.startup import check_device
 from retro_atari_kit.vector import BACKENDS
+from retro_atari_kit.wrappers.frame_stack import DEFAULT_FRAME_STACK
 
 # Keys of rl-zoo3 configs that mean "add a wrapper": the kit's env already is the whole stack.
 WRAPPER_KEYS = {
@@ -29,27 +31,11 @@ WRAPPER_KEYS = {
 }
 
 
-def check_device(device: str) -> None:
-    """RunError for an unknown device or ``cuda`` on a machine without a usable CUDA GPU."""
-    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
-        raise RunError(f"unknown device {device!r}; choose auto, cpu or cuda")
-    if device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise RunError(
-                f"--device {device}: no CUDA GPU is usable here (torch {torch.__version__}); "
-                "use --device auto "
-                "or cpu, or install a CUDA build of torch"
-            )
-
-
 def resolve_config(spec: TrainSpec) -> dict[str, Any]:
     """Preset + ``--set`` overrides + CLI settings -> the full configuration written to config.yaml."""
     algo = spec.algo.lower()
     algo_class(algo)
-    if spec.network not in NETWORKS:
-        raise RunError(f"unknown network {spec.network!r}; choose one of {', '.join(NETWORKS)}")
+    check_network(spec.network)
     check_device(spec.device)
     check_env_id(spec.env_id)
     if spec.backend not in BACKENDS:
@@ -73,7 +59,8 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
             raise RunError(str(exc)) from None
     env_kwargs = {**hp.pop("env_kwargs", {}), **spec.env_kwargs}
     frame_stack = hp.pop("frame_stack", None)
-    if frame_stack not in (None, 4):  # frame stacking is an env kwarg of the kit's stack, not a wrapper
+    # frame stacking is an env kwarg of the kit's stack, not a wrapper
+    if frame_stack not in (None, DEFAULT_FRAME_STACK):
         env_kwargs.setdefault("frame_stack", frame_stack)
     preset_n_envs = hp.pop("n_envs", None)
     hp.pop("n_timesteps", None)

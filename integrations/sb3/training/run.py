@@ -58,6 +58,7 @@ from retro_atari_kit.runs import (
     training_session,
     write_config,
 )
+from retro_atari_kit.runs.startup import finished_lines, segment_seed, stopped_lines
 from retro_atari_kit.vector import resolve_backend
 
 Print = Callable[[str], None]
@@ -229,11 +230,15 @@ def _train_locked(
     import torch
 
     torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
-    seed = config["seed"] + 1000 * segment  # fresh env randomness after a resume, same config
+    seed = segment_seed(config["seed"], segment)  # fresh env randomness after a resume, same config
     # `parallel_play` in the preset -> envs in a play process (integrations/sb3/parallel_play)
-    from retro_atari_kit.integrations.sb3.parallel_play import PlayerDiedError, play_class_and_env
+    from retro_atari_kit.integrations.sb3.parallel_play import (
+        PlayerDiedError,
+        active_play_options,
+        play_class_and_env,
+    )
 
-    play, monitor = config["hyperparams"].get("parallel_play"), monitor_dir(run_dir, segment)
+    play, monitor = active_play_options(config, out), monitor_dir(run_dir, segment)  # None: synchronous
     cls, venv = (
         play_class_and_env(algo_class(config["algo"]), play, config, monitor, seed)
         if play
@@ -270,8 +275,8 @@ def _train_locked(
                 model, run_dir, config["save_replay_buffer"] or config["algo"] in OFF_POLICY
             )
             _note(merge_progress(run_dir), out)
-            out(f"interrupted at {steps} steps; checkpoint {path}")
-            out(f"resume with: retrokit train --resume {run_dir}")
+            for line in stopped_lines(run_dir, steps, path):
+                out(line)
             return {"steps": steps, "interrupted": True, "model": path}
         final = save_final(model, run_dir, config["save_replay_buffer"])
         _note(merge_progress(run_dir), out)
@@ -282,10 +287,8 @@ def _train_locked(
             f"results in {run_dir}: model.zip, config.yaml, checkpoints/, monitor/, progress.csv, log.txt, "
             "tensorboard events"
         )
-        out(
-            f"next: retrokit eval {run_dir} | retrokit plot {run_dir} | "
-            f"retrokit record {run_dir} --out agent.mp4"
-        )
+        for line in finished_lines(run_dir):
+            out(line)
         return {"steps": steps, "interrupted": False, "model": final}
     finally:
         venv.close()

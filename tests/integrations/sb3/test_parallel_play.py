@@ -180,6 +180,8 @@ def test_the_preset_resolves_to_four_steps_per_update_and_parallel_play():
 # ------------------------------------------------------------------------------------------------------
 
 TINY = [
+    "--set",
+    "parallel_play.when=always",  # the play process on this CPU learner too (by default only for CUDA)
     "--n-envs",
     "1",
     "--set",

@@ -1,0 +1,106 @@
+"""The valid range of the common hyperparameters, checked on ``--set`` values before a run starts.
+
+A value outside its range trains without an error and silently to nothing (``gamma=2`` makes the returns
+grow without bound, then inf / nan); neither SB3 nor RLlib checks it. The names cover both engines (SB3's
+``learning_rate``, ``gae_lambda``, ...; RLlib's ``lr``, ``lambda_``, ...). Only numbers are judged here
+(and the number of a linear schedule ``lin_<x>``); a value of the wrong type is the engine's check.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from retro_atari_kit.runs.errors import RunError
+
+# name -> (low, low included, high, high included); None: unbounded on that side
+Range = tuple[float | None, bool, float | None, bool]
+
+UNIT = (0.0, True, 1.0, True)  # [0, 1]
+POSITIVE = (0.0, False, None, False)  # (0, inf)
+NON_NEGATIVE = (0.0, True, None, False)  # [0, inf)
+AT_LEAST_ONE = (1.0, True, None, False)  # [1, inf)
+
+RANGES: dict[str, Range] = {
+    "gamma": (0.0, False, 1.0, True),
+    "tau": (0.0, False, 1.0, True),
+    "gae_lambda": UNIT,
+    "lambda_": UNIT,
+    "lambda": UNIT,
+    "learning_rate": POSITIVE,
+    "lr": POSITIVE,
+    "clip_range": POSITIVE,
+    "clip_range_vf": POSITIVE,
+    "clip_param": POSITIVE,
+    "vf_clip_param": POSITIVE,
+    "target_kl": POSITIVE,
+    "max_grad_norm": POSITIVE,
+    "grad_clip": POSITIVE,
+    "ent_coef": NON_NEGATIVE,
+    "entropy_coeff": NON_NEGATIVE,
+    "vf_coef": NON_NEGATIVE,
+    "vf_loss_coeff": NON_NEGATIVE,
+    "exploration_fraction": UNIT,
+    "exploration_initial_eps": UNIT,
+    "exploration_final_eps": UNIT,
+    "learning_starts": NON_NEGATIVE,
+    "num_steps_sampled_before_learning_starts": NON_NEGATIVE,
+    "n_steps": AT_LEAST_ONE,
+    "n_step": AT_LEAST_ONE,
+    "batch_size": AT_LEAST_ONE,
+    "n_epochs": AT_LEAST_ONE,
+    "num_epochs": AT_LEAST_ONE,
+    "minibatch_size": AT_LEAST_ONE,
+    "train_batch_size_per_learner": AT_LEAST_ONE,
+    "rollout_fragment_length": AT_LEAST_ONE,
+    "buffer_size": AT_LEAST_ONE,
+    "target_update_interval": AT_LEAST_ONE,
+    "target_network_update_freq": AT_LEAST_ONE,
+    "n_quantiles": AT_LEAST_ONE,
+    "frame_stack": AT_LEAST_ONE,
+    "n_envs": AT_LEAST_ONE,
+    "num_envs_per_env_runner": AT_LEAST_ONE,
+}
+
+__all__ = ["RANGES", "check_range", "check_ranges"]
+
+
+def _number(value: Any) -> float | None:
+    """The number a value stands for (``lin_2.5e-4`` -> 2.5e-4), or None if it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value.startswith("lin_"):
+        try:
+            return float(value[4:])
+        except ValueError:
+            return None
+    return None
+
+
+def _describe(r: Range) -> str:
+    low, low_in, high, high_in = r
+    if high is None:
+        return f"{'>=' if low_in else '>'} {low:g}"
+    return f"in {'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
+
+
+def check_range(key: str, value: Any) -> None:
+    """RunError naming ``key`` and its range when ``value`` is a number outside it."""
+    r = RANGES.get(key)
+    x = _number(value)
+    if r is None or x is None:
+        return
+    low, low_in, high, high_in = r
+    ok = math.isfinite(x)
+    ok = ok and (low is None or x > low or (low_in and x == low))
+    ok = ok and (high is None or x < high or (high_in and x == high))
+    if not ok:
+        raise RunError(f"--set {key}={value}: {key} must be {_describe(r)}")
+
+
+def check_ranges(overrides: dict[str, Any]) -> None:
+    """:func:`check_range` on every top-level ``--set`` value (nested keys are the engines' to judge)."""
+    for key, value in overrides.items():
+        check_range(key, value)

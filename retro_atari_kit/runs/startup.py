@@ -1,0 +1,157 @@
+"""What every training engine checks before a run dir is written, and the lines a run prints when it ends.
+
+The CLI runs :func:`check_new_run` before it hands a request to any engine (``cli/engines.py``), so each
+engine, present or future, gets the same env probe, device, backend, hyperparameter-range and run-dir checks,
+with the same one-line messages; engines add only what is theirs (their algorithms, their option names).
+Nothing here writes a file; whether a CUDA device exists is asked of ``retro_atari_kit.models``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import gymnasium as gym
+
+from retro_atari_kit.presets.ranges import check_ranges
+from retro_atari_kit.runs.errors import RunError
+from retro_atari_kit.runs.layout import ENGINES, check_new_run_dir, default_run_dir
+from retro_atari_kit.runs.spec import TrainSpec
+
+DEVICES = ("auto", "cpu", "cuda")
+# A resumed segment seeds its envs ``seed + SEGMENT_SEED_STRIDE * segment``: fresh env randomness after a
+# resume, and no overlap with the ``seed + rank`` seeds of up to this many envs of an earlier segment.
+SEGMENT_SEED_STRIDE = 1000
+
+__all__ = [
+    "DEVICES",
+    "check_backend",
+    "check_device",
+    "check_gpus",
+    "check_network",
+    "check_new_run",
+    "check_run_dir",
+    "finished_lines",
+    "segment_seed",
+    "stopped_lines",
+]
+
+
+def _cuda_devices() -> int:
+    from retro_atari_kit.models import cuda_devices
+
+    return cuda_devices()[0]
+
+
+def check_device(device: str) -> None:
+    """RunError for an unknown device, or a CUDA device this machine does not have."""
+    kind, _, index = str(device).partition(":")
+    if kind not in DEVICES or (index and (kind != "cuda" or not index.isdigit())):
+        raise RunError(f"unknown device {device!r}; choose auto, cpu, cuda or cuda:N")
+    if kind != "cuda":
+        return
+    from retro_atari_kit.models import cuda_devices
+
+    count, torch_version = cuda_devices()
+    if count == 0:
+        raise RunError(
+            f"--device {device}: no CUDA GPU is usable here (torch {torch_version}); "
+            "use --device auto or cpu, or install a CUDA build of torch"
+        )
+    if index and int(index) >= count:
+        raise RunError(f"--device {device}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
+
+
+def check_gpus(num_gpus: Any) -> None:
+    """RunError unless ``num_gpus`` (None: the engine decides) is a count of GPUs this machine has."""
+    if num_gpus is None:
+        return
+    if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 0:
+        raise RunError(f"--num-gpus {num_gpus!r}: pass a whole number >= 0")
+    if num_gpus and num_gpus > _cuda_devices():
+        raise RunError(
+            f"--num-gpus {num_gpus}: this machine has {_cuda_devices()} usable CUDA GPU(s); "
+            "pass --num-gpus 0 (or leave it out)"
+        )
+
+
+def check_network(network: str) -> None:
+    """RunError naming the choices when ``network`` is not one of the kit's CNNs."""
+    from retro_atari_kit.models import check_network as check
+
+    check(network)
+
+
+def check_backend(env_id: str, backend: str, env_kwargs: dict[str, Any]) -> None:
+    """RunError unless the vector backend ``backend`` can run ``env_id`` with these kwargs."""
+    from retro_atari_kit.vector import BACKENDS, resolve_backend
+
+    if backend not in BACKENDS:
+        raise RunError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    game = gym.spec(env_id).kwargs["game"]
+    try:
+        resolve_backend(game, backend, **env_kwargs)
+    except ValueError as exc:
+        raise RunError(f"--backend {backend}: {str(exc).strip().splitlines()[0]}") from None
+
+
+def check_run_dir(run_dir: str, force: bool) -> None:
+    """RunError unless a new run dir can be made at ``run_dir`` (see ``check_new_run_dir``) and its parent
+    folders can be created: the nearest existing one must be a writable folder. Creates nothing."""
+    check_new_run_dir(run_dir, force)
+    parent = os.path.dirname(os.path.abspath(run_dir))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise RunError(
+            f"cannot create run dir {run_dir}: {parent} is a file, not a folder; pass another --run-dir"
+        )
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise RunError(f"cannot create run dir {run_dir}: {parent} is not writable; pass another --run-dir")
+
+
+def check_new_run(spec: TrainSpec, force: bool = False) -> tuple[str, gym.Space, gym.Space]:
+    """Every engine-neutral check of a new run, nothing written: the engine, env ID, network, device, GPUs,
+    counts, ``--set`` value ranges, the env itself (built once: kwargs, ROM), the backend and the run dir.
+
+    Returns ``(run_dir, observation_space, action_space)``; ``run_dir`` is ``spec.run_dir`` or the default.
+    """
+    from retro_atari_kit.registration import check_env_id, probe_env
+
+    if spec.engine not in ENGINES:
+        raise RunError(f"unknown engine {spec.engine!r}; choose one of {', '.join(ENGINES)}")
+    check_env_id(spec.env_id)
+    check_network(spec.network)
+    check_device(spec.device)
+    check_gpus(spec.engine_options.get("num_gpus"))
+    if spec.n_envs is not None and (not isinstance(spec.n_envs, int) or spec.n_envs < 1):
+        raise RunError(f"--n-envs {spec.n_envs!r}: pass a whole number >= 1")
+    if spec.checkpoint_every < 0 or spec.eval_every < 0:
+        raise RunError("--checkpoint-every and --eval-every must be >= 0 (0 disables)")
+    check_ranges(spec.overrides)
+    env_kwargs = {k: v for k, v in spec.env_kwargs.items() if k != "backend"}
+    obs_space, action_space = probe_env(spec.env_id, env_kwargs)
+    check_backend(spec.env_id, spec.backend, env_kwargs)
+    run_dir = spec.run_dir or default_run_dir(spec.env_id, spec.algo, spec.network, spec.seed)
+    check_run_dir(run_dir, force)
+    return run_dir, obs_space, action_space
+
+
+def segment_seed(seed: int, segment: int) -> int:
+    """The env seed of segment ``segment`` of a run (0: the first run, k: the k-th resume)."""
+    return int(seed) + SEGMENT_SEED_STRIDE * int(segment)
+
+
+def stopped_lines(run_dir: str, steps: int, checkpoint: str) -> list[str]:
+    """What a run stopped by Ctrl-C / SIGTERM prints: where it saved, and how to continue."""
+    return [
+        f"interrupted at {steps} steps; checkpoint {checkpoint}",
+        f"resume with: retrokit train --resume {run_dir}",
+    ]
+
+
+def finished_lines(run_dir: str) -> list[str]:
+    """What a finished run prints last: the commands that look at it."""
+    return [
+        f"next: retrokit eval {run_dir} | retrokit plot {run_dir} | retrokit record {run_dir} --out agent.mp4"
+    ]
