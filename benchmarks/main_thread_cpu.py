@@ -1,23 +1,26 @@
-"""Main-thread CPU per env step: the kit's native ALE backend against raw ale-py ``AtariVectorEnv``.
+"""Calling-thread CPU per env step: the kit's native ALE backend against raw ale-py and EnvPool.
 
-Whatever a vector env does in the calling thread runs under the GIL and does not scale with cores; the
-emulator threads (and the kit's warp threads) do. This measures ``time.thread_time()`` (CPU time of the
-calling thread only) around ``env.step`` with random actions on Pong, divided by the env steps taken
-(N envs x vector steps), for N in 1, 4, 8, 16. Run by hand, never in CI::
+Whatever a vector env does in the calling thread does not overlap with anything else the training loop
+does, and what runs under the GIL does not scale with cores; the emulator threads (and the kit's warp
+threads) do. This measures ``time.thread_time()`` (CPU time of the calling thread only) around
+``env.step`` with random actions on Pong, divided by the env steps taken (N envs x vector steps), and
+``time.process_time()`` over the same loop (every thread: emulation, warp, calling thread). Run by hand,
+never in CI::
 
     python benchmarks/main_thread_cpu.py                 # N in 1, 4, 8, 16
-    python benchmarks/main_thread_cpu.py --sizes 8 --steps 4000
+    python benchmarks/main_thread_cpu.py --sizes 8 --env-steps 4000 --repeats 5
 
 Contenders: ``gym.make_vec("RetroKit/Pong-v0", backend="native")`` (the kit's DeepMind stack, frames
-equal to SB3's AtariWrapper) and raw ``AtariVectorEnv("pong", N)`` (ale-py's own preprocessing). Prints
-microseconds of calling-thread CPU per env step (median of ``--repeats``, the contenders interleaved) and
-the wall-clock env steps/s of the same loops.
+equal to SB3's AtariWrapper), raw ``AtariVectorEnv("pong", N)`` (ale-py's own preprocessing) and EnvPool
+``Pong-v5`` when installed. Prints the medians of ``--repeats`` (the contenders interleaved) and the
+wall-clock env steps/s of the same loops.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+import warnings
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -36,22 +39,32 @@ def raw_ale(n: int):
     return AtariVectorEnv("pong", n)
 
 
+def envpool_pong(n: int):
+    import envpool
+
+    return envpool.make_gymnasium("Pong-v5", num_envs=n, batch_size=n, seed=0)
+
+
 def measure(factory: Callable[[int], gym.vector.VectorEnv], n: int, steps: int, warmup: int = 50):
-    """(calling-thread CPU microseconds per env step, wall env steps/s) over ``steps`` vector steps."""
+    """(calling-thread CPU us per env step, whole-process CPU us per env step, wall env steps/s) over
+    ``steps`` vector steps. Process CPU counts every thread: emulation, warp, the calling thread."""
     env = factory(n)
     try:
         actions = np.random.default_rng(0).integers(0, env.single_action_space.n, size=(steps + warmup, n))
-        env.reset(seed=0)
+        with warnings.catch_warnings():  # EnvPool takes its seed at creation and warns about this one
+            warnings.simplefilter("ignore", UserWarning)
+            env.reset(seed=0)
         for t in range(warmup):
             env.step(actions[t])
         cpu = 0.0
-        start = time.perf_counter()
+        start, process_start = time.perf_counter(), time.process_time()
         for t in range(warmup, warmup + steps):
             before = time.thread_time()
             env.step(actions[t])
             cpu += time.thread_time() - before
+        process = time.process_time() - process_start
         wall = time.perf_counter() - start
-        return cpu / (steps * n) * 1e6, steps * n / wall
+        return cpu / (steps * n) * 1e6, process / (steps * n) * 1e6, steps * n / wall
     finally:
         env.close()
 
@@ -65,24 +78,32 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     contenders = {"kit native": kit_native, "raw AtariVectorEnv": raw_ale}
+    try:
+        import envpool  # noqa: F401
+
+        contenders["EnvPool"] = envpool_pong
+    except ImportError:
+        print("EnvPool not installed: skipped (pip install envpool)")
     print(f"Pong, random actions, {args.env_steps} env steps per measurement, median of {args.repeats}")
     rows = []
     for n in args.sizes:
-        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
+        samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in contenders}
         for _ in range(args.repeats):
             for name, factory in contenders.items():
                 samples[name].append(measure(factory, n, max(args.env_steps // n, 100)))
         for name in contenders:
-            cpu = float(np.median([s[0] for s in samples[name]]))
-            fps = float(np.median([s[1] for s in samples[name]]))
-            rows.append((name, n, cpu, fps))
+            cpu, process, fps = (float(np.median([s[k] for s in samples[name]])) for k in range(3))
+            rows.append((name, n, cpu, process, fps))
             each = ", ".join(f"{s[0]:.1f}" for s in samples[name])
             print(
-                f"  N={n:<3d} {name:20s} {cpu:7.1f} us/env step ({each})   {fps:8.0f} env steps/s", flush=True
+                f"  N={n:<3d} {name:20s} {cpu:6.1f} us/env step ({each}); process {process:4.0f} us; "
+                f"{fps:6.0f} env steps/s",
+                flush=True,
             )
-    print("\n| contender | N | main-thread CPU per env step (us) | env steps/s |\n|---|---|---|---|")
-    for name, n, cpu, fps in rows:
-        print(f"| {name} | {n} | {cpu:.1f} | {fps:,.0f} |")
+    print("\n| contender | N | calling thread, us per env step | process, us per env step | env steps/s |")
+    print("|---|---|---|---|---|")
+    for name, n, cpu, process, fps in rows:
+        print(f"| {name} | {n} | {cpu:.1f} | {process:.0f} | {fps:,.0f} |")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ Run by hand, never in CI::
 
     python benchmarks/vec_throughput.py             # full table
     python benchmarks/vec_throughput.py --quick     # fewer steps, N in {1, 4}
+    python benchmarks/vec_throughput.py --sizes 4 8 --only kit raw EnvPool --skip-retro
 
 Prints env steps per second (N envs x vector steps / wall seconds; the median of ``--repeats``
 measurements taken round-robin across contenders) and ratios against SB3 SubprocVecEnv and raw
@@ -189,8 +190,12 @@ def main() -> None:
         help="measurements per cell, interleaved across contenders; the median is reported",
     )
     parser.add_argument("--skip-retro", action="store_true")
+    parser.add_argument("--sizes", type=int, nargs="+", help="numbers of envs (default 1 2 4 8)")
+    parser.add_argument(
+        "--only", nargs="+", help="Atari contenders whose name contains one of these words (case-insensitive)"
+    )
     args = parser.parse_args()
-    sizes = [1, 4] if args.quick else [1, 2, 4, 8]
+    sizes = args.sizes or ([1, 4] if args.quick else [1, 2, 4, 8])
     env_steps = 2000 if args.quick else args.env_steps
 
     atari: dict[str, Callable[[int], _Runner]] = {
@@ -207,6 +212,9 @@ def main() -> None:
         atari["EnvPool"] = envpool_pong
     except ImportError:
         print("EnvPool not installed: skipped (pip install envpool)")
+    if args.only:
+        words = [w.lower() for w in args.only]
+        atari = {name: f for name, f in atari.items() if any(w in name.lower() for w in words)}
 
     results: dict[tuple[str, int], float] = {}
     repeats = max(1, args.repeats)
@@ -228,14 +236,19 @@ def main() -> None:
     print("\n" + header + "\n|" + "---|" * (len(sizes) + 1))
     for name in atari:
         print(f"| {name} | " + " | ".join(f"{results[name, n]:,.0f}" for n in sizes) + " |")
+    ratios = [
+        ("kit auto (native)", "SB3 SubprocVecEnv+VecFrameStack"),
+        ("kit auto (native)", "ale-py AtariVectorEnv (raw)"),
+        ("kit auto (native)", "EnvPool"),
+        ("kit subprocess", "SB3 SubprocVecEnv+VecFrameStack"),
+    ]
     for n in sizes:
-        kit_native = results["kit auto (native)", n]
-        print(
-            f"N={n}: kit/SB3-Subproc {kit_native / results['SB3 SubprocVecEnv+VecFrameStack', n]:.2f}x, "
-            f"kit/raw AtariVectorEnv {kit_native / results['ale-py AtariVectorEnv (raw)', n]:.2f}x, "
-            f"kit subprocess/SB3-Subproc "
-            f"{results['kit subprocess', n] / results['SB3 SubprocVecEnv+VecFrameStack', n]:.2f}x"
-        )
+        cells = [
+            f"{a} / {b} {results[a, n] / results[b, n]:.2f}x"
+            for a, b in ratios
+            if (a, n) in results and (b, n) in results
+        ]
+        print(f"N={n}: " + ", ".join(cells))
 
     if args.skip_retro:
         return

@@ -172,7 +172,7 @@ class StackedVectorEnv(VectorEnv):
                 stepped[i] = False
         if stepped.any():
             self._push(stepped)
-        for i in np.flatnonzero(reset_mask):
+        for i in reset_mask.nonzero()[0]:
             self._fill(int(i), self.driver.frames[i])
         infos = self._batch_infos(infos, env_infos)
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
@@ -182,9 +182,10 @@ class StackedVectorEnv(VectorEnv):
     def _batch_infos(self, infos: dict[str, Any], env_infos: list[dict] | BatchedInfos) -> dict[str, Any]:
         """``VectorEnv._add_info`` for every env, with a fast path for scalar keys that every env has."""
         if isinstance(env_infos, BatchedInfos):
+            every_env = np.ones(self.num_envs, dtype=bool)
             for key, values in env_infos.common.items():
                 infos[key] = values
-                infos[f"_{key}"] = np.ones(self.num_envs, dtype=bool)
+                infos[f"_{key}"] = every_env.copy()
             for i, extra in env_infos.extra.items():
                 infos = self._add_info(infos, extra, i)
             return infos

@@ -211,7 +211,7 @@ class NativeDriver:
         self.score[rows] += rewards
         self.length[rows] += 1
         episodes = {}
-        for k in np.flatnonzero(terminated | truncated).tolist():
+        for k in (terminated | truncated).nonzero()[0].tolist():
             i = envs[k]
             episodes[i] = episode_record(float(self.score[i]), int(self.length[i]), float(self.start[i]))
         return rewards, terminated, truncated, self._lives_now[rows].copy(), episodes
@@ -309,7 +309,7 @@ class NativeDriver:
             # ale-py would fail in its thread and never answer: refuse here instead of hanging
             raise ValueError(f"actions must be integers in [0, {self.action_space.n}), got {action_list}")
         self._actions = action_list
-        resetting = np.flatnonzero(reset_mask).tolist()
+        resetting = reset_mask.nonzero()[0].tolist()
         stepping = [i for i in self._all if not reset_mask[i]] if resetting else self._all
         extra: dict[int, dict] = {}  # per-env info keys beyond the counters every env has
         pending = None
@@ -335,7 +335,7 @@ class NativeDriver:
             for i, episode in episodes.items():
                 extra[i] = {"episode": episode}
             if same_step:
-                ended = np.flatnonzero(terms | truncs).tolist()
+                ended = (terms | truncs).nonzero()[0].tolist()
                 for i in ended:
                     finals[i] = (self.frames[i].copy(), self._info(i, episodes))
                     extra[i] = _extra(self._reset_env(i, None))
