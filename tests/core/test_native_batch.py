@@ -1,0 +1,233 @@
+"""The native ALE backend's batched driving: the rule functions it shares with the wrappers, the threaded
+warp, and whole runs of many envs against ``gym.make`` (real emulator throughout).
+
+Runs use ``noop_max=0`` (the native no-op generator is ale-py's, see test_vector.py) and allow the one
+documented native difference: the frame of a game over that ends mid-skip.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from ale_py import AtariEnv
+
+import retro_atari_kit  # noqa: F401
+from retro_atari_kit.envs.ale import validate_ale_kwargs
+from retro_atari_kit.vector._stacked import StackedVectorEnv
+from retro_atari_kit.vector._warp import FrameWarper
+from retro_atari_kit.vector.native_ale import NativeDriver
+from retro_atari_kit.wrappers.clip_reward import clip_to_sign
+from retro_atari_kit.wrappers.episodic_life import continue_or_reset, life_loss_step
+from retro_atari_kit.wrappers.fire_reset import fire_start
+from retro_atari_kit.wrappers.warp_frame import crop_and_resize
+
+# -- rule functions: one statement, scalars (wrappers) and arrays (native backend) --------------------
+LIFE_CASES = [
+    # lives, previous, terminated, truncated -> terminated for training, continue the game on reset
+    (3, 4, False, False, True, True),  # life lost mid-game
+    (0, 1, True, False, True, False),  # last life: the game itself ended, reset it
+    (2, 3, False, True, True, False),  # life lost on the truncating step: no continuation
+    (4, 4, False, False, False, False),  # nothing happened
+    (5, 4, False, False, False, False),  # lives gained
+    (3, 0, False, False, False, False),  # first step after a reset (no previous count)
+    (4, 4, True, False, True, False),  # game over without a life loss
+]
+
+
+def test_life_loss_step_scalars_and_arrays_agree():
+    for lives, previous, term, trunc, want_term, want_continue in LIFE_CASES:
+        got_term, got_continue = life_loss_step(lives, previous, term, trunc)
+        assert (bool(got_term), bool(got_continue)) == (want_term, want_continue), (lives, previous)
+        assert type(got_term) is bool  # the wrapper returns a plain bool, as before
+    columns = [np.array(column) for column in zip(*LIFE_CASES, strict=True)]
+    got_term, got_continue = life_loss_step(*columns[:4])
+    np.testing.assert_array_equal(got_term, columns[4])
+    np.testing.assert_array_equal(got_continue, columns[5])
+
+
+def test_clip_to_sign_scalars_and_arrays():
+    assert [clip_to_sign(r) for r in (-7.0, 0.0, 0.25, 12)] == [-1.0, 0.0, 1.0, 1.0]
+    assert type(clip_to_sign(3)) is float
+    out = clip_to_sign(np.array([-7, 0, 3], dtype=np.int32))
+    assert out.dtype == np.float64 and out.tolist() == [-1.0, 0.0, 1.0]
+
+
+def _scripted(ends: list[bool]):
+    """A step function whose k-th call ends the episode if ends[k]; records its actions and resets."""
+    calls = []
+
+    def step(action):
+        calls.append(("step", action))
+        ended = ends[len([c for c in calls if c[0] == "step"]) - 1]
+        return f"obs{len(calls)}", 5.0, ended, False, {"n": len(calls)}
+
+    def reset():
+        calls.append(("reset", None))
+        return f"obs{len(calls)}", {"n": len(calls)}
+
+    return calls, step, reset
+
+
+def test_fire_start_and_continue_or_reset_follow_the_wrappers_rules():
+    calls, step, reset = _scripted([False, False])
+    assert fire_start(step, reset) == ("obs2", {"n": 2})
+    assert calls == [("step", 1), ("step", 2)]
+    calls, step, reset = _scripted([True, True])  # both presses end the episode: reset after each
+    assert fire_start(step, reset) == ("obs4", {"n": 4})
+    assert calls == [("step", 1), ("reset", None), ("step", 2), ("reset", None)]
+
+    calls, step, reset = _scripted([False])
+    assert continue_or_reset(True, None, lambda: step(0), reset) == ("obs1", {"n": 1})
+    assert calls == [("step", 0)]
+    calls, step, reset = _scripted([True])  # the NOOP ended the game: reset it
+    assert continue_or_reset(True, None, lambda: step(0), reset) == ("obs2", {"n": 2})
+    calls, step, reset = _scripted([False])  # a seed always resets
+    assert continue_or_reset(True, 3, lambda: step(0), reset) == ("obs1", {"n": 1})
+    assert calls == [("reset", None)]
+
+
+# -- the threaded warp -------------------------------------------------------------------------------
+def _real_frames(count: int) -> list[np.ndarray]:
+    """Real RGB frames from three games (Breakout, Pong, MsPacman) under random play."""
+    frames = []
+    rng = np.random.default_rng(0)
+    for game in ("breakout", "pong", "ms_pacman"):
+        env = AtariEnv(game=game, frameskip=4, repeat_action_probability=0.0)
+        env.reset(seed=1)
+        for _ in range(count // 3 + 1):
+            obs, *_ = env.step(int(rng.integers(env.action_space.n)))
+            frames.append(obs)
+        env.close()
+    return frames[:count]
+
+
+@pytest.mark.parametrize(
+    ("grayscale", "crop"), [(True, None), (True, (16, 210, 0, 160)), (False, (30, 190, 8, 152))]
+)
+def test_frame_warper_equals_crop_and_resize(grayscale, crop):
+    frames = _real_frames(30)
+    channels = 1 if grayscale else 3
+    for threads in (1, 4):
+        warper = FrameWarper(grayscale, crop, threads)
+        out = np.zeros((len(frames), channels, 84, 84), dtype=np.uint8)
+        rows = list(range(len(frames)))
+        # half of the sources are fetched lazily by the warp threads, as the native backend's receivers are
+        sources = [f if k % 2 else (lambda f=f: f) for k, f in enumerate(frames)]
+        warper.warp(sources, rows, out)
+        warper.close()
+        for k, frame in enumerate(frames):
+            np.testing.assert_array_equal(out[k], crop_and_resize(frame, 84, grayscale, crop), err_msg=f"{k}")
+
+
+def test_frame_warper_reraises_a_source_error_after_every_chunk_finished():
+    frames = _real_frames(6)
+    warper = FrameWarper(True, None, 3)
+    out = np.zeros((6, 1, 84, 84), dtype=np.uint8)
+
+    def broken():
+        raise RuntimeError("emulator thread died")
+
+    with pytest.raises(RuntimeError, match="emulator thread died"):
+        warper.warp([frames[0], frames[1], broken, frames[3], frames[4], frames[5]], list(range(6)), out)
+    np.testing.assert_array_equal(out[5], crop_and_resize(frames[5], 84, True, None))  # others completed
+    warper.warp(frames, list(range(6)), out)  # still usable
+    warper.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        warper.warp(frames, list(range(6)), out)
+
+
+# -- whole runs ---------------------------------------------------------------------------------------
+def _native(game: str, num_envs: int, warp_threads: int, autoreset: str = "NextStep", **kwargs):
+    cfg = validate_ale_kwargs(game, kwargs)
+    return StackedVectorEnv(
+        NativeDriver(game, num_envs, cfg, warp_threads), cfg["frame_stack"], autoreset, "native"
+    )
+
+
+def _reference(game: str, num_envs: int, seed: int, actions: np.ndarray, **kwargs):
+    """``gym.make`` envs reset by hand with gymnasium's NEXT_STEP rule: per step, one tuple per env."""
+    envs = [gym.make(f"RetroKit/{game}-v0", **kwargs) for _ in range(num_envs)]
+    first = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
+    steps, done = [], np.zeros(num_envs, dtype=bool)
+    for action in actions:
+        row = []
+        for i, env in enumerate(envs):
+            if done[i]:
+                obs, info = env.reset()
+                row.append((obs, 0.0, False, False, info))
+            else:
+                row.append(env.step(int(action[i])))
+        done = np.array([r[2] or r[3] for r in row])
+        steps.append(row)
+    for env in envs:
+        env.close()
+    return first, steps
+
+
+@pytest.mark.parametrize(("warp_threads", "kwargs"), [(3, {}), (2, {"grayscale": False, "crop_score": True})])
+def test_many_envs_with_resets_between_steps_equal_gym_make(warp_threads, kwargs):
+    """Five Breakout envs lose lives at different steps, so most steps mix envs that reset (NOOP + FIRE
+    + action 2, or a new game) with envs that step; every frame, reward, flag, life count and true score
+    equals gym.make's."""
+    kwargs = {"noop_max": 0, **kwargs}
+    actions = np.random.default_rng(5).integers(0, 4, size=(400, 5))
+    first, steps = _reference("Breakout", 5, 7, actions, **kwargs)
+    venv = _native("Breakout", 5, warp_threads, **kwargs)
+    mixed = games = 0
+    try:
+        obs, _ = venv.reset(seed=7)
+        np.testing.assert_array_equal(obs, first)
+        for t, action in enumerate(actions):
+            resetting = venv._autoreset.copy()
+            obs, rewards, terms, truncs, info = venv.step(action)
+            mixed += bool(resetting.any() and not resetting.all())
+            for i, (r_obs, r_rew, r_term, r_trunc, r_info) in enumerate(steps[t]):
+                if not (r_term and "episode" in r_info):  # the documented game-over frame difference
+                    np.testing.assert_array_equal(obs[i], r_obs, err_msg=f"step {t} env {i}")
+                assert (rewards[i], terms[i], truncs[i]) == (r_rew, r_term, r_trunc), (t, i)
+                assert info["lives"][i] == r_info["lives"]
+                assert info["episode_frame_number"][i] == r_info["episode_frame_number"]
+                has_episode = "_episode" in info and bool(info["_episode"][i])
+                assert has_episode == ("episode" in r_info), (t, i)
+                if has_episode:
+                    games += 1
+                    assert info["episode"]["r"][i] == r_info["episode"]["r"]
+                    assert info["episode"]["l"][i] == r_info["episode"]["l"]
+    finally:
+        venv.close()
+    assert mixed >= 20 and games >= 1  # the run really mixed resets with steps, and ended real games
+
+
+def test_same_seed_same_run_whatever_the_thread_timing():
+    """No-ops and all: two native vector envs with one seed and the same actions stay identical."""
+    actions = np.random.default_rng(2).integers(0, 4, size=(300, 6))
+    runs = []
+    for warp_threads in (3, 1):
+        venv = _native("Breakout", 6, warp_threads)
+        try:
+            obs, _ = venv.reset(seed=11)
+            trace = [obs]
+            for action in actions:
+                obs, rewards, terms, truncs, info = venv.step(action)
+                trace += [obs, rewards, terms, truncs, info["lives"]]
+        finally:
+            venv.close()
+        runs.append(trace)
+    for a, b in zip(*runs, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.timeout(60)
+def test_out_of_range_action_raises_instead_of_hanging():
+    venv = gym.make_vec("RetroKit/Pong-v0", num_envs=2, backend="native")
+    try:
+        venv.reset(seed=0)
+        with pytest.raises(ValueError, match=r"actions must be integers in \[0, 6\), got \[0, 17\]"):
+            venv.step(np.array([0, 17]))
+        with pytest.raises(ValueError, match=r"got \[-1, 0\]"):
+            venv.step(np.array([-1, 0]))
+        obs, *_ = venv.step(np.array([0, 1]))  # still usable
+        assert obs.shape == (2, 4, 84, 84)
+    finally:
+        venv.close()
