@@ -1,7 +1,7 @@
 """``retrokit train ... --engine rllib``: the RLlib engine behind the CLI, on the kit's run layer.
 
 The engine interface the CLI calls (the same as the SB3 engine's): :func:`prepare`, :func:`prepare_resume`,
-:func:`train`, :func:`load_model`, :func:`latest_model`. The run directory (config, lock, checkpoints,
+:func:`train`, :func:`load_model`, :func:`latest_model`, :func:`export_model`. The run directory (config, lock, checkpoints,
 monitor CSVs, progress merging) is ``retro_atari_kit.runs``; RLlib checkpoints are directories
 ``checkpoints/model_<steps>_steps/`` (RLlib's full algorithm state, plus ``policy.pt`` for torch-only eval),
 and ``model`` is a copy of the last one when a run finishes. Ray is imported only when training.
@@ -181,9 +181,9 @@ def latest_model(run_dir: str) -> tuple[str, int | None]:
     ckpts = [c for c in list_checkpoints(run_dir) if os.path.isfile(os.path.join(c[1], POLICY_FILE))]
     final = final_model_path(run_dir, suffix="")
     if os.path.isfile(os.path.join(final, POLICY_FILE)):
-        real = os.path.realpath(final)
-        steps = next((s for s, p in ckpts if os.path.realpath(p) == real), None)
-        return final, steps
+        # the final model is a copy of the last checkpoint (or an export without checkpoints): its own
+        # policy.pt records the steps
+        return final, load_model(final).num_timesteps
     if not ckpts:
         raise RunError(f"{run_dir} has no checkpoint yet; train longer or resume it")
     return ckpts[-1][1], ckpts[-1][0]
@@ -367,3 +367,15 @@ def _loop(
     for line in finished_lines(run_dir):
         out(line)
     return {"steps": steps, "interrupted": False, "model": final}
+
+
+def export_model(run_dir: str, out_dir: str) -> tuple[str, int | None]:
+    """Copy the run's final policy (else its newest checkpoint's) to ``out_dir/model/policy.pt``: the
+    module's inference weights, torch only; RLlib's full algorithm state stays in the run's checkpoints."""
+    import shutil
+
+    path, steps = latest_model(run_dir)
+    dst = os.path.join(final_model_path(out_dir, suffix=""), POLICY_FILE)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    shutil.copy2(os.path.join(path, POLICY_FILE), dst)
+    return dst, steps

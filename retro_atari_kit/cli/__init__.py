@@ -1,4 +1,4 @@
-"""The ``retrokit`` command: train, eval, record, plot, list, import-roms, bench.
+"""The ``retrokit`` command: train, eval, record, plot, export, list, import-roms, bench.
 
 ``main(argv=None) -> int`` is the console-script target. User errors (bad arguments, unknown IDs, an
 existing run dir, an unreadable checkpoint, a missing ROM) print one line naming the fix and return 2.
@@ -28,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from retro_atari_kit.cli import bench, evaluate, listing, plot, record, roms, train
+    from retro_atari_kit.cli import bench, evaluate, export, listing, plot, record, roms, train
 
     parser = _Parser(
         prog="retrokit",
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for mod in (train, evaluate, record, plot, listing, roms, bench):
+    for mod in (train, evaluate, record, plot, export, listing, roms, bench):
         mod.add_parser(sub)
     return parser
 

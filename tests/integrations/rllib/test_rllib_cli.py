@@ -77,7 +77,10 @@ def test_train_ctrl_c_resume_eval_plot(tmp_path):
     assert os.path.isdir(os.path.join(run, "monitor", "resume-1"))
     final_steps, final_ckpt = list_checkpoints(run)[-1]
     assert final_steps >= total
-    assert os.path.realpath(os.path.join(run, "model")) == os.path.realpath(final_ckpt)
+    # the final model: an independent copy of the last checkpoint's policy
+    assert not os.path.islink(os.path.join(run, "model"))
+    with open(os.path.join(run, "model", "policy.pt"), "rb") as a, open(f"{final_ckpt}/policy.pt", "rb") as b:
+        assert a.read() == b.read()
 
     evaluated = retrokit("eval", run, "--episodes", "1", "--json")
     output = evaluated.communicate(timeout=240)[0]
