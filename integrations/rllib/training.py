@@ -4,7 +4,8 @@ The engine interface the CLI calls (the same as the SB3 engine's): :func:`prepar
 :func:`train`, :func:`load_model`, :func:`latest_model`, :func:`export_model`. The run directory (config,
 lock, checkpoints, monitor CSVs, progress merging) is ``retro_atari_kit.runs``; RLlib checkpoints are
 directories ``checkpoints/model_<steps>_steps/`` (RLlib's full algorithm state, plus ``policy.pt`` for
-torch-only eval), and ``model`` is a copy of the last one when a run finishes. Ray is imported only when training.
+torch-only eval), and ``model`` is a copy of the last one when a run finishes. Ray is imported only when
+training.
 """
 
 from __future__ import annotations
