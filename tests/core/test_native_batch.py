@@ -15,7 +15,7 @@ from ale_py import AtariEnv
 import retro_atari_kit  # noqa: F401
 from retro_atari_kit.envs.ale import validate_ale_kwargs
 from retro_atari_kit.vector._stacked import StackedVectorEnv
-from retro_atari_kit.vector._warp import FrameWarper
+from retro_atari_kit.vector._warp import FrameWarper, default_warp_threads
 from retro_atari_kit.vector.native_ale import NativeDriver
 from retro_atari_kit.wrappers.clip_reward import clip_to_sign
 from retro_atari_kit.wrappers.episodic_life import continue_or_reset, life_loss_step
@@ -118,6 +118,13 @@ def test_frame_warper_equals_crop_and_resize(grayscale, crop):
         warper.close()
         for k, frame in enumerate(frames):
             np.testing.assert_array_equal(out[k], crop_and_resize(frame, 84, grayscale, crop), err_msg=f"{k}")
+
+
+def test_default_warp_threads(monkeypatch):
+    """A quarter of the cores, at least one, at most one per two envs."""
+    for cores, envs, want in [(2, 8, 1), (1, 1, 1), (16, 8, 4), (16, 3, 2), (64, 16, 8), (64, 64, 16)]:
+        monkeypatch.setattr("os.cpu_count", lambda cores=cores: cores)
+        assert default_warp_threads(envs) == want, (cores, envs)
 
 
 def test_frame_warper_reraises_a_source_error_after_every_chunk_finished():
