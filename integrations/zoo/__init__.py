@@ -6,11 +6,12 @@
         --conf-file retro_atari_kit.integrations.zoo.ppo
 
 The numbers are rl-zoo3's own Atari hyperparameters, read from the kit's preset files
-(``retro_atari_kit.presets.zoo_hyperparams``). The kit's env already is the full DeepMind stack (no-op
-reset, max-and-skip, episodic life, fire reset, 84x84 gray, reward clip, 4-frame stack, uint8
-channel-first). The zoo adds ``AtariWrapper`` and ``VecFrameStack`` only for envs whose entry point is
-ale-py's ``AtariEnv`` or whose hyperparameters name ``env_wrapper`` / ``frame_stack``; RetroKit IDs have
-neither, so no second stack is added. See docs/cli.md.
+(``retro_atari_kit.presets.zoo_hyperparams``); the one class they name, A2C's optimizer, is the engine-neutral
+``rmsprop-tf-like`` there and SB3's ``RMSpropTFLike`` here, as rl-zoo3 has it. The kit's env already is the
+full DeepMind stack (no-op reset, max-and-skip, episodic life, fire reset, 84x84 gray, reward clip, 4-frame
+stack, uint8 channel-first). The zoo adds ``AtariWrapper`` and ``VecFrameStack`` only for envs whose entry
+point is ale-py's ``AtariEnv`` or whose hyperparameters name ``env_wrapper`` / ``frame_stack``; RetroKit IDs
+have neither, so no second stack is added. See docs/cli.md.
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from typing import Any
 from retro_atari_kit.presets import import_dotted, zoo_hyperparams
 
 CLASS_KEYS = ("optimizer_class", "activation_fn", "features_extractor_class")
+# The engine-neutral class names of the presets' ``zoo`` entries -> the classes rl-zoo3 itself uses.
+CLASSES: dict[str, dict[str, str]] = {
+    "optimizer_class": {
+        "rmsprop-tf-like": "stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike"
+    },
+}
 
 
 def retrokit_ids() -> list[str]:
@@ -34,7 +41,7 @@ def retrokit_ids() -> list[str]:
 
 def hyperparams_for_all(algo: str) -> dict[str, dict[str, Any]]:
     """``{env_id: rl-zoo3's Atari hyperparameters for algo}`` for every RetroKit ID, each its own copy
-    (the zoo mutates the dict it gets); dotted class paths in ``policy_kwargs`` resolved to classes."""
+    (the zoo mutates the dict it gets); class names in ``policy_kwargs`` resolved to classes."""
     base = zoo_hyperparams(algo)
     for key in ("env_wrapper", "frame_stack"):
         if key in base:
@@ -42,5 +49,17 @@ def hyperparams_for_all(algo: str) -> dict[str, dict[str, Any]]:
     policy_kwargs = base.get("policy_kwargs", {})
     for key in CLASS_KEYS:
         if key in policy_kwargs:
-            policy_kwargs[key] = import_dotted(policy_kwargs[key])
+            policy_kwargs[key] = resolve_class(key, policy_kwargs[key])
     return {env_id: copy.deepcopy(base) for env_id in retrokit_ids()}
+
+
+def resolve_class(key: str, value: Any) -> Any:
+    """The class that a ``zoo`` entry's value of ``key`` names: a name of :data:`CLASSES` or a dotted path
+    (anything that is not a string passes through); ValueError for a name this table does not know."""
+    names = CLASSES.get(key, {})
+    if isinstance(value, str) and value in names:
+        return import_dotted(names[value])
+    if isinstance(value, str) and "." not in value:
+        known = ", ".join(names) or "none"
+        raise ValueError(f"zoo {key}={value!r}: unknown class name (known: {known}); or use a dotted path")
+    return import_dotted(value)

@@ -28,8 +28,31 @@ def test_presets_inherit_from_the_zoo_numbers():
     assert (gpu["n_envs"], gpu["batch_size"], gpu["n_steps"]) == (32, 1024, 128)  # base: default, then set
     assert gpu["policy_kwargs"] == default["policy_kwargs"]
     pong = get_preset("dqn", "pong-dqn")
-    assert pong["replay_buffer_class"].endswith("CompactReplayBuffer")  # from its base, the default
+    assert pong["replay_buffer_class"] == "compact"  # from its base, the default
     assert "replay_buffer_class" not in zoo_hyperparams("dqn")  # the zoo's numbers stay the zoo's
+
+
+def test_the_data_names_classes_by_engine_neutral_names_not_module_paths():
+    """Each engine maps the names to its own classes (for SB3: integrations/sb3/presets.CLASSES)."""
+    named = {}
+    for algo, names in list_presets().items():
+        for entry in [zoo_hyperparams(algo), *(get_preset(algo, name) for name in names)]:
+            classes = {k: v for k, v in entry.items() if k == "policy" or k.endswith("_class")}
+            pk = entry.get("policy_kwargs", {})
+            classes.update({k: v for k, v in pk.items() if k.endswith("_class") or k == "activation_fn"})
+            for key, value in classes.items():
+                assert isinstance(value, str) and "." not in value, (algo, key, value)
+                named.setdefault(key, set()).add(value)
+    assert named == {
+        "policy": {"CnnPolicy", "kit-cnn", "kit-dqn"},
+        "rollout_buffer_class": {"channels-last"},
+        "replay_buffer_class": {"compact"},
+        "optimizer_class": {"rmsprop-tf-like"},
+    }
+    assert zoo_hyperparams("a2c")["policy_kwargs"] == {
+        "optimizer_class": "rmsprop-tf-like",  # rl-zoo3's RMSpropTFLike, by name
+        "optimizer_kwargs": {"eps": 1e-5},
+    }
 
 
 def test_one_override_rule():

@@ -11,6 +11,11 @@
     model = PPO(env=venv, **to_sb3_kwargs(hp, network="impala"))
     model.learn(hp["n_timesteps"])
 
+The preset files name classes by engine-neutral names (``policy: kit-cnn``, ``replay_buffer_class:
+compact``, ...): :data:`CLASSES` is the one table that maps them to SB3 classes. A dotted import path
+(``--set replay_buffer_class=my_package.buffers.MyBuffer``, or the class paths that older runs' config.yaml
+files hold) is imported as it is; SB3's own policy aliases (``CnnPolicy``) stay strings for SB3.
+
 ``python -m retro_atari_kit.integrations.sb3.presets`` prints every preset as YAML.
 """
 
@@ -27,12 +32,14 @@ from retro_atari_kit.models import NETWORKS, check_network
 from retro_atari_kit.presets import format_preset, get_preset, import_dotted, list_presets
 
 __all__ = [
+    "CLASSES",
     "NON_SB3_KEYS",
     "LinearSchedule",
     "apply_overrides",
     "format_preset",
     "get_preset",
     "list_presets",
+    "resolve_class",
     "schedule",
     "to_sb3_kwargs",
 ]
@@ -43,6 +50,17 @@ SCHEDULE_KEYS = ("learning_rate", "clip_range", "clip_range_vf")
 CLASS_KEYS = ("replay_buffer_class", "rollout_buffer_class")
 POLICY_CLASS_KEYS = ("optimizer_class", "activation_fn", "features_extractor_class")
 EXTRACTORS = {name: f"retro_atari_kit.integrations.sb3.extractors.{cls}" for name, cls in NETWORKS.items()}
+
+_KIT = "retro_atari_kit.integrations.sb3"
+# The one table from the presets' engine-neutral class names to SB3 classes, per key (imported when used).
+CLASSES: dict[str, dict[str, str]] = {
+    "policy": {"kit-cnn": f"{_KIT}.policies.KitCnnPolicy", "kit-dqn": f"{_KIT}.policies.KitDQNPolicy"},
+    "replay_buffer_class": {"compact": f"{_KIT}.buffers.CompactReplayBuffer"},
+    "rollout_buffer_class": {"channels-last": f"{_KIT}.rollout_buffer.ChannelsLastRolloutBuffer"},
+    "optimizer_class": {
+        "rmsprop-tf-like": "stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike"
+    },
+}
 
 
 class LinearSchedule:
@@ -97,12 +115,36 @@ def schedule(value: Any) -> Any:
     )
 
 
+def resolve_class(key: str, value: Any) -> Any:
+    """The class a preset value of ``key`` names: a name of :data:`CLASSES` (``"compact"``) or a dotted
+    import path; anything that is not a string passes through. A ``policy`` string that is neither stays a
+    string (SB3's aliases such as ``"CnnPolicy"``). PresetError (a ValueError) names the choices otherwise.
+    """
+    if not isinstance(value, str):
+        return value
+    names = CLASSES.get(key, {})
+    if value in names:
+        return import_dotted(names[value])
+    if "." in value:
+        try:
+            return import_dotted(value)
+        except _core.PresetError as exc:
+            raise _core.PresetError(f"{key}: {exc}") from None
+    if key == "policy":
+        return value
+    choices = "".join(f"{name!r} or " for name in names)
+    raise _core.PresetError(
+        f"{key}={value!r} is not a class name; use {choices}a dotted path such as my_package.MyClass"
+    )
+
+
 def to_sb3_kwargs(preset: Mapping[str, Any], network: str | None = "nature") -> dict[str, Any]:
     """Constructor kwargs for the SB3 class: drops ``n_envs`` / ``n_timesteps``, turns schedules into
-    callables and dotted class paths into classes, and sets the kit's extractor ``network`` (``"nature"``
-    or ``"impala"``; None leaves ``policy_kwargs`` as the preset has them, e.g. for your own
-    ``features_extractor_class``). Use as ``PPO(env=venv, **to_sb3_kwargs(preset, network="impala"))``.
-    A value that cannot be read raises ValueError naming its key."""
+    callables and class names / dotted class paths into classes (:func:`resolve_class`), and sets the kit's
+    extractor ``network`` (``"nature"`` or ``"impala"``; None leaves ``policy_kwargs`` as the preset has
+    them, e.g. for your own ``features_extractor_class``). Use as
+    ``PPO(env=venv, **to_sb3_kwargs(preset, network="impala"))``. A value that cannot be read raises
+    ValueError naming its key."""
     kw = copy.deepcopy(dict(preset))
     for key in NON_SB3_KEYS:
         kw.pop(key, None)
@@ -114,21 +156,18 @@ def to_sb3_kwargs(preset: Mapping[str, Any], network: str | None = "nature") -> 
                 raise ValueError(f"{key}: {exc}") from None
     for key in CLASS_KEYS:
         if key in kw:
-            kw[key] = import_dotted(kw[key])
+            kw[key] = resolve_class(key, kw[key])
     pk = dict(kw.get("policy_kwargs") or {})
     if network is not None:
         check_network(network)
         pk["features_extractor_class"] = EXTRACTORS[network]
     for key in POLICY_CLASS_KEYS:
         if key in pk:
-            pk[key] = import_dotted(pk[key])
+            pk[key] = resolve_class(key, pk[key])
     if pk or "policy_kwargs" in kw:
         kw["policy_kwargs"] = pk
     _route_n_steps(kw)
-    kw.setdefault("policy", "CnnPolicy")
-    # a dotted class path (the kit's policy) is imported; SB3's aliases such as "CnnPolicy" stay strings
-    if isinstance(kw["policy"], str) and "." in kw["policy"]:
-        kw["policy"] = import_dotted(kw["policy"])
+    kw["policy"] = resolve_class("policy", kw.get("policy", "CnnPolicy"))
     return kw
 
 

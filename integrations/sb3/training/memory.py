@@ -7,6 +7,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY
+from retro_atari_kit.integrations.sb3.presets import resolve_class
 
 from retro_atari_kit.runs import RunError
 
@@ -26,7 +27,7 @@ def estimate_memory(config: dict[str, Any], obs_space: gym.Space) -> dict[str, i
     est: dict[str, int] = {}
     if config["algo"] in OFF_POLICY:
         size = int(hp.get("buffer_size", 1_000_000))
-        if "Compact" in str(hp.get("replay_buffer_class", "")):
+        if _compact_replay(hp.get("replay_buffer_class")):
             frame = obs_bytes // max(1, obs_space.shape[0])  # one frame per transition, stacks rebuilt
             est["replay buffer"] = size * (frame + 16)
         else:
@@ -41,6 +42,17 @@ def estimate_memory(config: dict[str, Any], obs_space: gym.Space) -> dict[str, i
     est["training process"] = BASE_PROCESS_BYTES
     est["total"] = sum(est.values())
     return est
+
+
+def _compact_replay(value: Any) -> bool:
+    """Whether a preset's ``replay_buffer_class`` (a name, a dotted path or a class) stores one frame per
+    transition: the kit's compact buffer or a subclass of it."""
+    if value is None:
+        return False
+    from retro_atari_kit.integrations.sb3.buffers import CompactReplayBuffer
+
+    cls = resolve_class("replay_buffer_class", value)
+    return isinstance(cls, type) and issubclass(cls, CompactReplayBuffer)
 
 
 def estimate_vram(est: dict[str, int]) -> int:

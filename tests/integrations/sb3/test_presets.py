@@ -15,7 +15,14 @@ from retro_atari_kit.integrations.sb3 import (
     get_preset,
     list_presets,
 )
-from retro_atari_kit.integrations.sb3.presets import apply_overrides, format_preset, schedule, to_sb3_kwargs
+from retro_atari_kit.integrations.sb3.presets import (
+    CLASSES,
+    apply_overrides,
+    format_preset,
+    resolve_class,
+    schedule,
+    to_sb3_kwargs,
+)
 from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -152,3 +159,108 @@ def test_presets_feed_the_training_cli_resolution():
     # the preset's one env (n_envs sets the updates per env step), whatever the CPU count
     assert cfg["n_envs"] == 1
     assert algo_kwargs(cfg)["replay_buffer_kwargs"] == {"n_steps": 2, "gamma": 0.99}
+
+
+def test_one_table_maps_the_presets_class_names_to_sb3_classes():
+    resolved = {key: {name: resolve_class(key, name) for name in names} for key, names in CLASSES.items()}
+    assert resolved == {
+        "policy": {"kit-cnn": KitCnnPolicy, "kit-dqn": KitDQNPolicy},
+        "replay_buffer_class": {"compact": CompactReplayBuffer},
+        "rollout_buffer_class": {"channels-last": ChannelsLastRolloutBuffer},
+        "optimizer_class": {"rmsprop-tf-like": RMSpropTFLike},
+    }
+    # every preset's classes resolve (the YAML names them, the table knows them)
+    for algo, names in list_presets().items():
+        for name in names:
+            kw = to_sb3_kwargs(get_preset(algo, name))
+            for key in ("replay_buffer_class", "rollout_buffer_class"):
+                assert isinstance(kw.get(key, type), type), (algo, name, key)
+            assert kw["policy"] == "CnnPolicy" or isinstance(kw["policy"], type), (algo, name)
+            assert isinstance(kw["policy_kwargs"].get("optimizer_class", type), type), (algo, name)
+
+
+def test_dotted_class_paths_still_work_for_set_and_for_older_run_configs():
+    dotted = {
+        "policy": "retro_atari_kit.integrations.sb3.policies.KitDQNPolicy",
+        "replay_buffer_class": "retro_atari_kit.integrations.sb3.buffers.CompactReplayBuffer",
+        "policy_kwargs": {"optimizer_class": "torch.optim.RMSprop", "activation_fn": "torch.nn.ReLU"},
+    }
+    kw = to_sb3_kwargs(dotted)
+    assert kw["policy"] is KitDQNPolicy and kw["replay_buffer_class"] is CompactReplayBuffer
+    import torch
+
+    assert kw["policy_kwargs"]["optimizer_class"] is torch.optim.RMSprop
+    assert kw["policy_kwargs"]["activation_fn"] is torch.nn.ReLU
+    assert resolve_class("replay_buffer_class", CompactReplayBuffer) is CompactReplayBuffer  # a class as is
+    assert resolve_class("policy", "MlpPolicy") == "MlpPolicy"  # SB3's alias, for SB3 to resolve
+
+
+def test_an_unknown_class_name_names_the_choices():
+    with pytest.raises(
+        ValueError, match=r"replay_buffer_class='compakt' is not a class name; use 'compact' or"
+    ):
+        resolve_class("replay_buffer_class", "compakt")
+    with pytest.raises(ValueError, match=r"rollout_buffer_class: cannot import 'no_such\.Buffer'"):
+        resolve_class("rollout_buffer_class", "no_such.Buffer")
+    from retro_atari_kit.integrations.sb3.training import resolve_config
+    from retro_atari_kit.integrations.sb3.training.config import algo_kwargs
+
+    from retro_atari_kit.runs import RunError, TrainSpec
+
+    spec = TrainSpec(algo="dqn", env_id="RetroKit/Pong-v0", overrides={"replay_buffer_class": "compakt"})
+    with pytest.raises(RunError, match=r"^--set replay_buffer_class='compakt' is not a class name"):
+        algo_kwargs(resolve_config(spec))
+
+
+def test_the_zoo_module_maps_the_shared_names_to_the_same_classes():
+    from retro_atari_kit.integrations import zoo
+
+    for key, names in zoo.CLASSES.items():
+        for name in names:
+            assert zoo.resolve_class(key, name) is resolve_class(key, name)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "compact",
+        "retro_atari_kit.integrations.sb3.buffers.CompactReplayBuffer",
+        CompactReplayBuffer,
+    ],
+)
+def test_memory_estimate_knows_the_compact_buffer_by_name_path_or_class(value):
+    from retro_atari_kit.integrations.sb3.training.memory import estimate_memory
+
+    space = gym.spaces.Box(0, 255, (4, 84, 84), "uint8")
+    config = {"algo": "dqn", "n_envs": 1, "hyperparams": {"buffer_size": 1000, "replay_buffer_class": value}}
+    assert estimate_memory(config, space)["replay buffer"] == 1000 * (84 * 84 + 16)  # one frame each
+    config["hyperparams"].pop("replay_buffer_class")
+    assert estimate_memory(config, space)["replay buffer"] == 1000 * (2 * 4 * 84 * 84 + 16)  # SB3's
+
+
+def test_a_run_whose_config_names_classes_by_dotted_path_still_resumes(tmp_path, capsys):
+    """config.yaml of runs made before the presets named classes: dotted paths, as pong-dqn wrote them."""
+    from retro_atari_kit.cli import main
+    from retro_atari_kit.runs import load_config, write_config
+
+    run = str(tmp_path / "dqn")
+    argv = ["train", "dqn", "RetroKit/Pong-v0", "--preset", "pong-dqn", "--timesteps", "64"]
+    argv += ["--run-dir", run, "--set", "buffer_size=500", "--set", "learning_starts=32"]
+    assert main([*argv, "--checkpoint-every", "32", "--save-replay-buffer"]) == 0
+    config = load_config(run)
+    assert (config["hyperparams"]["policy"], config["hyperparams"]["replay_buffer_class"]) == (
+        "kit-dqn",
+        "compact",
+    )
+    config["hyperparams"]["policy"] = "retro_atari_kit.integrations.sb3.policies.KitDQNPolicy"
+    config["hyperparams"]["replay_buffer_class"] = (
+        "retro_atari_kit.integrations.sb3.buffers.CompactReplayBuffer"
+    )
+    write_config(run, config)
+    capsys.readouterr()
+    assert main(["train", "--resume", run, "--timesteps", "96"]) == 0
+    out = capsys.readouterr().out
+    assert "replay buffer restored" in out and "resuming from" in out
+    model = DQN.load(f"{run}/model.zip", device="cpu")
+    assert type(model.policy) is KitDQNPolicy and model.num_timesteps == 96
+    assert load_config(run)["hyperparams"]["replay_buffer_class"].endswith(".CompactReplayBuffer")
