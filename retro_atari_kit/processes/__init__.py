@@ -1,0 +1,45 @@
+"""Child processes of the kit (the vector env's workers, the retro env worker, the SB3 play process):
+one host for all of them.
+
+- :mod:`.start`: the start method, what to tell the user when a child dies while starting, exceptions that
+  cross a pipe, a bounded stop of any process.
+- :mod:`.host`: :class:`ChildProcess` (start a child with a pipe; send, receive and request with a wait
+  that notices a dead child at once; the one died error; stop), :func:`serve` (the child side of a
+  request/answer child) and :func:`stop_all`.
+"""
+
+from retro_atari_kit.processes.host import (
+    ChildDiedError,
+    ChildProcess,
+    Handler,
+    exit_reason,
+    one_line,
+    reply,
+    reply_error,
+    serve,
+    stop_all,
+)
+from retro_atari_kit.processes.start import (
+    default_start_method,
+    end_process,
+    picklable_exception,
+    unreadable_main_script,
+    worker_start_hint,
+)
+
+__all__ = [
+    "ChildDiedError",
+    "ChildProcess",
+    "Handler",
+    "default_start_method",
+    "end_process",
+    "exit_reason",
+    "one_line",
+    "picklable_exception",
+    "reply",
+    "reply_error",
+    "serve",
+    "stop_all",
+    "unreadable_main_script",
+    "worker_start_hint",
+]
