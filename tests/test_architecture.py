@@ -1,19 +1,23 @@
 """The dependency rules of docs/architecture.md, checked on the source tree and in fresh interpreters.
 
 - The core (``retro_atari_kit/`` except ``cli/``) never imports an integration, SB3, sb3-contrib, Ray or
-  rl-zoo3, and imports torch only in ``models/``.
+  rl-zoo3 (absolute or relative imports, at any depth), and imports torch only in ``models/``; its data files
+  (YAML) name no module of those either.
 - An integration imports the core and its own modules only: never another integration, never the CLI.
 - ``retrokit --help``, ``list``, ``plot``, ``import-roms`` and ``bench`` load no torch, SB3 or Ray.
+- Comments and docstrings carry no issue numbers and no figures of one machine (docs/ holds those).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "retro_atari_kit"
@@ -22,16 +26,35 @@ FRAMEWORKS = ("stable_baselines3", "sb3_contrib", "ray", "rl_zoo3")
 MAX_LINES = 400
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Every module a file imports, at any depth (function-level imports included), as absolute names."""
+def module_name(path: Path, core: Path = CORE, integrations: Path = INTEGRATIONS) -> str:
+    """The installed module name of a source file (``integrations/`` is ``retro_atari_kit.integrations``)."""
+    if path.is_relative_to(integrations):
+        parts = ("retro_atari_kit", "integrations", *path.relative_to(integrations).with_suffix("").parts)
+    else:
+        parts = ("retro_atari_kit", *path.relative_to(core).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, module: str | None = None) -> set[str]:
+    """Every module a file imports, at any depth (function-level imports included), as absolute names.
+
+    Relative imports (``from . import x``, ``from ..integrations import y``) are resolved against
+    ``module``, the file's own module name (``module_name(path)`` by default)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                own = (module or module_name(path)).split(".")
+                package = own if path.name == "__init__.py" else own[:-1]
+                anchor = package[: len(package) - (node.level - 1)]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            if node.module:
+                names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
     return names
 
 
@@ -39,37 +62,136 @@ def _top(name: str) -> str:
     return name.split(".")[0]
 
 
-def test_the_scan_sees_function_level_imports(tmp_path):
-    probe = tmp_path / "probe.py"
-    probe.write_text("def f():\n    from stable_baselines3 import PPO\n    import ray.tune\n")
-    assert {"stable_baselines3", "ray.tune"} <= imported_modules(probe)
-
-
-def test_core_imports_no_framework_and_torch_only_in_models():
+def core_offences(core: Path = CORE) -> list[str]:
+    """Imports of a framework or an integration anywhere in the core, torch outside ``models/``."""
     offences = []
-    for path in sorted(CORE.rglob("*.py")):
-        relative = path.relative_to(CORE)
+    for path in sorted(core.rglob("*.py")):
+        relative = path.relative_to(core)
         if relative.parts[0] == "cli":
             continue
-        for name in imported_modules(path):
+        for name in sorted(imported_modules(path, module_name(path, core=core))):
             if _top(name) in FRAMEWORKS or name.startswith("retro_atari_kit.integrations"):
                 offences.append(f"{relative}: {name}")
             if _top(name) == "torch" and relative.parts[0] != "models":
                 offences.append(f"{relative}: {name} (torch only in models/)")
+    return offences
+
+
+def integration_offences(integrations: Path = INTEGRATIONS) -> list[str]:
+    """Imports of the CLI or of another integration by an integration."""
+    offences = []
+    for package in sorted(p for p in integrations.iterdir() if p.is_dir() and not p.name.startswith("_")):
+        for path in sorted(package.rglob("*.py")):
+            relative = path.relative_to(integrations.parent)
+            for name in sorted(imported_modules(path, module_name(path, integrations=integrations))):
+                if name.startswith("retro_atari_kit.cli"):
+                    offences.append(f"{relative}: {name}")
+                if name.startswith("retro_atari_kit.integrations."):
+                    other = name.split(".")[2]
+                    if other != package.name:
+                        offences.append(f"{relative}: {name}")
+    return offences
+
+
+# a module path of a framework or an integration in text: "ray.rllib", "stable_baselines3.common.X"
+_FRAMEWORK_PATH = re.compile(
+    r"(?<![\w.])(?:(?:" + "|".join(FRAMEWORKS) + r")\.[A-Za-z_]|retro_atari_kit\.integrations\b)"
+)
+
+
+def _scalars(data: object) -> list[str]:
+    if isinstance(data, dict):
+        return [s for k, v in data.items() for s in (*_scalars(k), *_scalars(v))]
+    if isinstance(data, list):
+        return [s for item in data for s in _scalars(item)]
+    return [data] if isinstance(data, str) else []
+
+
+def yaml_offences(core: Path = CORE) -> list[str]:
+    """The core's data files naming a framework or integration module: a dotted path anywhere in the text
+    (comments too), or a key / value that is a framework's package name."""
+    offences = []
+    for path in sorted([*core.rglob("*.yaml"), *core.rglob("*.yml")]):
+        text = path.read_text(encoding="utf-8")
+        relative = path.relative_to(core)
+        for number, line in enumerate(text.splitlines(), 1):
+            offences += [f"{relative}:{number}: {m.group(0)}..." for m in _FRAMEWORK_PATH.finditer(line)]
+        offences += [f"{relative}: {s!r}" for s in _scalars(yaml.safe_load(text)) if s in FRAMEWORKS]
+    return offences
+
+
+def test_the_scan_sees_function_level_imports(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from stable_baselines3 import PPO\n    import ray.tune\n")
+    assert {"stable_baselines3", "ray.tune"} <= imported_modules(probe, "probe")
+
+
+def test_the_scan_resolves_relative_imports(tmp_path):
+    package = tmp_path / "retro_atari_kit" / "runs"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from . import layout\nfrom .files import atomic_write_text\n")
+    (package / "probe.py").write_text(
+        "def f():\n    from ..integrations import sb3\n    from .. import models\n"
+    )
+    core = tmp_path / "retro_atari_kit"
+    assert imported_modules(package / "__init__.py", module_name(package / "__init__.py", core=core)) == {
+        "retro_atari_kit.runs.layout",
+        "retro_atari_kit.runs.files",
+        "retro_atari_kit.runs.files.atomic_write_text",
+    }
+    assert imported_modules(package / "probe.py", module_name(package / "probe.py", core=core)) == {
+        "retro_atari_kit.integrations",
+        "retro_atari_kit.integrations.sb3",
+        "retro_atari_kit.models",
+    }
+
+
+def test_each_check_catches_its_violation(tmp_path):
+    """The checks below, run on a small tree that breaks each rule once, report exactly those breaks."""
+    core, integrations = tmp_path / "retro_atari_kit", tmp_path / "integrations"
+    for folder in (core / "runs", core / "presets", integrations / "sb3", integrations / "rllib"):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+    (core / "runs" / "bad.py").write_text("def f():\n    from ..integrations.sb3 import buffers\n")
+    (core / "runs" / "good.py").write_text("from . import bad\nfrom ..presets import x\n")
+    (integrations / "sb3" / "bad.py").write_text("from ..rllib import config\nfrom ...cli import main\n")
+    (integrations / "sb3" / "good.py").write_text("from . import bad\nfrom .bad import y\n")
+    (core / "presets" / "ppo.yaml").write_text(
+        "# SB3's PPO; the kit's classes by name\npolicy: kit-cnn\n"
+        "buffer: retro_atari_kit.integrations.sb3.buffers.CompactReplayBuffer\n"
+        "optimizer: stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike  # ray.rllib too\n"
+        "engine: ray\n"
+    )
+    assert core_offences(core) == [
+        "runs/bad.py: retro_atari_kit.integrations.sb3",
+        "runs/bad.py: retro_atari_kit.integrations.sb3.buffers",
+    ]
+    assert integration_offences(integrations) == [
+        "integrations/sb3/bad.py: retro_atari_kit.cli",
+        "integrations/sb3/bad.py: retro_atari_kit.cli.main",
+        "integrations/sb3/bad.py: retro_atari_kit.integrations.rllib",
+        "integrations/sb3/bad.py: retro_atari_kit.integrations.rllib.config",
+    ]
+    assert yaml_offences(core) == [
+        "presets/ppo.yaml:3: retro_atari_kit.integrations...",
+        "presets/ppo.yaml:4: stable_baselines3.c...",
+        "presets/ppo.yaml:4: ray.r...",
+        "presets/ppo.yaml: 'ray'",
+    ]
+
+
+def test_core_imports_no_framework_and_torch_only_in_models():
+    offences = core_offences()
+    assert not offences, offences
+
+
+def test_core_data_files_name_no_framework_module():
+    offences = yaml_offences()
     assert not offences, offences
 
 
 def test_integrations_import_only_the_core_and_themselves():
-    offences = []
-    for package in sorted(p for p in INTEGRATIONS.iterdir() if p.is_dir() and not p.name.startswith("_")):
-        for path in sorted(package.rglob("*.py")):
-            for name in imported_modules(path):
-                if name.startswith("retro_atari_kit.cli"):
-                    offences.append(f"{path.relative_to(ROOT)}: {name}")
-                if name.startswith("retro_atari_kit.integrations."):
-                    other = name.split(".")[2]
-                    if other != package.name:
-                        offences.append(f"{path.relative_to(ROOT)}: {name}")
+    offences = integration_offences()
     assert not offences, offences
 
 
