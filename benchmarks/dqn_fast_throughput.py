@@ -1,4 +1,4 @@
-"""DQN on Pong, the reference's speed-up table (issue 18): training steps/s after learning starts.
+"""DQN on Pong, the reference's speed-up table: training steps/s after learning starts.
 
 Contenders (all with the reference's hyperparameters: Adam 1e-4, gamma 0.99, target sync every 1k steps,
 100k replay, 32 samples per env step, one env; only ``learning_starts`` is lowered so that the measured

@@ -11,9 +11,11 @@
 from __future__ import annotations
 
 import ast
+import io
 import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -209,6 +211,71 @@ def test_cli_imports_frameworks_only_inside_commands():
                     ):
                         offences.append(f"{path.relative_to(ROOT)}: {name}")
     assert not offences, offences
+
+
+# "issue 18", "issues #3", "(#12)": tracker references belong in commits, not in the code
+_ISSUE = re.compile(r"\bissues?\s*#?\d+|\(#\d+\)|(?<![\w&/])#\d+\b", re.I)
+# "on this 2-core VM", "this CPU": figures of one machine belong in docs/ (performance.md), with the date
+_THIS_MACHINE = re.compile(r"\bthis\s+(?:\d+-core\s+)?(?:VM|machine|CPU|box|host)\b", re.I)
+
+
+def _comments_and_docstrings(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every comment and docstring of a Python file; the whole text of a YAML file."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix in (".yaml", ".yml"):
+        return list(enumerate(text.splitlines(), 1))
+    out = [
+        (tok.start[0], tok.string.lstrip("#"))
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+        if tok.type == tokenize.COMMENT
+    ]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc:
+                first = node.body[0].lineno
+                out += [(first + i, line) for i, line in enumerate(doc.splitlines())]
+    return out
+
+
+def note_offences(*roots: Path) -> list[str]:
+    """Comments and docstrings (and YAML text) under ``roots`` that cite an issue number or one machine."""
+    offences = []
+    for root in roots:
+        for path in sorted([*root.rglob("*.py"), *root.rglob("*.yaml"), *root.rglob("*.yml")]):
+            for number, line in _comments_and_docstrings(path):
+                for pattern in (_ISSUE, _THIS_MACHINE):
+                    offences += [
+                        f"{path.relative_to(root.parent)}:{number}: {m.group(0)!r}"
+                        for m in pattern.finditer(line)
+                    ]
+    return offences
+
+
+def test_comments_cite_no_issue_and_no_one_machine():
+    offences = note_offences(CORE, INTEGRATIONS)
+    assert not offences, offences
+
+
+def test_the_note_check_catches_issue_numbers_and_one_machine_figures(tmp_path):
+    core = tmp_path / "retro_atari_kit"
+    (core / "presets").mkdir(parents=True)
+    (core / "a.py").write_text(
+        '"""Speed-ups (issue 18).\n\nOn this 2-core VM it is 1.4x faster."""\n\n'
+        "def f():\n"
+        '    """Measured on this CPU."""\n'
+        '    x = "this machine has 2 CUDA GPU(s)"  # a message, not a note; see #12\n'
+        "    return x  # 4 envs, not an issue\n"
+    )
+    (core / "presets" / "p.yaml").write_text("# from Issues #7\nn: 1  # on this machine\n")
+    assert note_offences(core) == [
+        "retro_atari_kit/a.py:7: '#12'",
+        "retro_atari_kit/a.py:1: 'issue 18'",
+        "retro_atari_kit/a.py:3: 'this 2-core VM'",
+        "retro_atari_kit/a.py:6: 'this CPU'",
+        "retro_atari_kit/presets/p.yaml:1: 'Issues #7'",
+        "retro_atari_kit/presets/p.yaml:2: 'this machine'",
+    ]
 
 
 def test_no_source_file_is_two_concerns_long():

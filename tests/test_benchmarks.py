@@ -42,7 +42,7 @@ RATIO = re.compile(r"\d+\.\d\dx")
 
 
 def _no_gpu_env() -> dict[str, str]:
-    # hides any GPU, so the no-CUDA path is what runs on every machine; one thread: a loaded 2-core CI box
+    # hides any GPU, so the no-CUDA path is what runs on every machine; one thread: CI boxes are small, shared
     return {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
 
 

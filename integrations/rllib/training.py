@@ -85,7 +85,7 @@ def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = p
     """Validate ``spec``, create the run dir and write its ``config.yaml``; returns ``(config, run_dir)``.
 
     ``spec.engine_options`` may hold ``num_env_runners``, ``num_envs_per_env_runner``, ``address``
-    (``auto`` or ``HOST:PORT``; none: a local Ray with this machine's CPUs) and ``num_gpus`` (learner GPUs).
+    (``auto`` or ``HOST:PORT``; none: a local Ray on the local CPUs) and ``num_gpus`` (learner GPUs).
     """
     _require_ray()
     from retro_atari_kit.integrations.rllib.config import algo_config

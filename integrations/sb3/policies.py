@@ -7,7 +7,8 @@ written twice in float32. The kit's extractors divide by 255 themselves when the
 The first conv still sees values in [0, 1] (the one division happens in the model), whatever
 ``normalize_images`` says. Any other extractor, or a float observation, takes SB3's usual path.
 
-On this 2-core CPU it makes PPO on Pong ~15% faster (``docs/performance.md``). Usage::
+Fewer bytes written and permuted per batch make PPO's training steps faster (figures in
+``docs/performance.md``). Usage::
 
     from stable_baselines3 import PPO
     from retro_atari_kit.integrations.sb3 import KitCnnPolicy, cnn_policy_kwargs

@@ -13,8 +13,8 @@ casting it to float. This buffer stores the same uint8 frames ``(H, W, C)`` in m
 transposed once, when it is added) and returns each minibatch as a tensor of logical shape ``(B, C, H, W)``
 in ``torch.channels_last`` layout, built from the one gather: the kit's extractors then only cast it.
 That saves two copies every time a frame is sampled (``n_epochs`` = 4 times per rollout with the zoo
-settings) for one transposed write when it is added; preparing a 256-frame minibatch on this 2-core CPU
-takes ~3 ms instead of ~8 ms (``docs/performance.md``).
+settings) for one transposed write when it is added, so minibatches are cheaper to prepare (figures in
+``docs/performance.md``).
 
 Everything else is SB3's ``RolloutBuffer``: the same values, advantages and returns, the same minibatch
 indices for the same numpy seed, observations still uint8 (and still sent to a GPU as uint8).

@@ -22,8 +22,8 @@ class NatureCNN(ChannelsLastMixin, nn.Module):
     Initialisation: orthogonal weights with gain sqrt(2), zero biases (the baselines Atari convention).
 
     Memory format: with ``channels_last=True`` (default) weights and activations use
-    ``torch.channels_last``; on this 2-core CPU that makes a training step (batch 256) 1.4x faster
-    (see docs/performance.md). Outputs equal the default format's within float tolerance.
+    ``torch.channels_last``: CPU convolution kernels run faster in that layout, so a training step is
+    cheaper (figures in docs/performance.md). Outputs equal the default format's within float tolerance.
 
     Parameters for ``in_channels=4``, 84x84, ``features_dim=512``: **1,684,128**
     (conv 8,224 + 32,832 + 36,928; fc 3136*512 + 512 = 1,606,144).

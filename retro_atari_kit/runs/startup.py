@@ -44,7 +44,7 @@ def _cuda_devices() -> int:
 
 
 def check_device(device: str) -> None:
-    """RunError for an unknown device, or a CUDA device this machine does not have."""
+    """RunError for an unknown device, or a CUDA device that is not present."""
     kind, _, index = str(device).partition(":")
     if kind not in DEVICES or (index and (kind != "cuda" or not index.isdigit())):
         raise RunError(f"unknown device {device!r}; choose auto, cpu, cuda or cuda:N")
@@ -63,7 +63,7 @@ def check_device(device: str) -> None:
 
 
 def check_gpus(num_gpus: Any) -> None:
-    """RunError unless ``num_gpus`` (None: the engine decides) is a count of GPUs this machine has."""
+    """RunError unless ``num_gpus`` (None: the engine decides) is a count of the GPUs present."""
     if num_gpus is None:
         return
     if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 0:

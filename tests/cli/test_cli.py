@@ -89,7 +89,7 @@ def test_train_says_when_the_cnn_runs_in_bf16(tmp_path, capsys):
     run = str(tmp_path / "r")
     assert main(["train", "ppo", ENV, "--timesteps", "64", "--run-dir", run, "--preset", "bf16", *TINY]) == 0
     out = capsys.readouterr().out
-    if native_bf16("cpu"):  # this VM's EPYC has AVX512-BF16
+    if native_bf16("cpu"):  # a CPU with AVX512-BF16 or AMX
         assert "precision: CNN under bf16 autocast (cpu has native bf16)" in out
     else:
         assert "precision: float32 on cpu (autocast='bf16' ignored: no native bf16" in out

@@ -79,8 +79,8 @@ def play_pays(options: Mapping[str, Any] | bool | None, device: str) -> bool:
 def _trainer_threads(threads: int | None) -> None:
     """Set the trainer's torch threads: ``threads``, or by default at most (cores - 1), leaving a core to
     the player. torch's OpenMP threads wait for each other by spinning, so more busy threads than cores
-    make updates several times slower (on this 2-core VM under load an update of batch 32 took 0.57 s
-    with 2 threads, 0.04 s with 1; docs/performance.md)."""
+    make updates many times slower when another busy process (the player) shares the cores
+    (docs/performance.md has the measurements)."""
     import torch
 
     if threads is not None:

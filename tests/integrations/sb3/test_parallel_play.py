@@ -1,4 +1,4 @@
-"""Parallel play (issue 18): real ALE envs in a real play process, real SB3 DQN updates in the trainer."""
+"""Parallel play: real ALE envs in a real play process, real SB3 DQN updates in the trainer."""
 
 from __future__ import annotations
 

@@ -203,14 +203,15 @@ def test_native_bf16_follows_the_hardware():
     has_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
     assert native_bf16("cpu") is has_bf16 and native_bf16(torch.device("cpu")) is has_bf16
     assert native_bf16("meta") is False
-    if not torch.cuda.is_available():  # this VM: a CUDA device string must not touch the driver
+    if not torch.cuda.is_available():  # without CUDA, a CUDA device string must not touch the driver
         assert native_bf16("cuda") is False and native_bf16("cuda:1") is False
 
 
 @pytest.mark.parametrize("extractor, kwargs", [(NatureCNN, {}), (ImpalaCNN, SMALL_IMPALA)])
 def test_bf16_autocast_runs_the_trunk_in_bf16_where_native_and_returns_float32(extractor, kwargs):
-    """On a CPU with native bf16 (this VM: AVX512-BF16) the convs run in bf16; elsewhere autocast="bf16" is
-    a no-op, because emulated bf16 is slower than float32. Features, gradients and weights stay float32."""
+    """On a CPU with native bf16 (x86 with AVX512-BF16 or AMX) the convs run in bf16; elsewhere
+    autocast="bf16" is a no-op, because emulated bf16 is slower than float32. Features, gradients and
+    weights stay float32."""
     space = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
     torch.manual_seed(0)
     exact = extractor(space, **kwargs)
