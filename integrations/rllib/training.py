@@ -21,6 +21,7 @@ from retro_atari_kit.integrations.rllib.policy import POLICY_FILE, load_model, p
 
 from retro_atari_kit.runs import (
     CONFIG_FILE,
+    ENGINE_OPTIONS,
     RunError,
     StopRequest,
     TrainSpec,
@@ -110,7 +111,7 @@ def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = p
         env_kwargs["backend"] = spec.backend
     _probe(spec.env_id, env_kwargs)
     options = dict(spec.engine_options)
-    unknown = set(options) - {"num_env_runners", "num_envs_per_env_runner", "address", "num_gpus"}
+    unknown = set(options) - set(ENGINE_OPTIONS[ENGINE])
     if unknown:
         raise RunError(f"unknown RLlib option {sorted(unknown)[0]!r}")
     hyper = with_overrides(get_preset(spec.algo, spec.preset), spec.overrides)

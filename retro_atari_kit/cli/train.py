@@ -16,6 +16,7 @@ from retro_atari_kit.cli.arguments import (
     positive_int,
 )
 from retro_atari_kit.cli.engines import ENGINE_MODULES, engine, prepare_new_run
+from retro_atari_kit.runs.spec import ENGINE_OPTIONS
 
 
 def add_parser(sub) -> None:
@@ -89,27 +90,28 @@ def add_parser(sub) -> None:
         help="overwrite an existing run dir; train even if the memory estimate exceeds free RAM",
     )
     rllib = p.add_argument_group("RLlib (--engine rllib)")
+    flag = ENGINE_OPTIONS["rllib"]  # option name -> flag, the one list
     rllib.add_argument(
-        "--num-env-runners",
+        flag["num_env_runners"],
         type=positive_int,
         default=None,
         metavar="N",
         help="env runner processes (default: the cluster's CPUs minus one)",
     )
     rllib.add_argument(
-        "--envs-per-runner",
+        flag["num_envs_per_env_runner"],
         type=positive_int,
         default=None,
         metavar="K",
         help="envs per runner, one vector env (default: the preset's)",
     )
     rllib.add_argument(
-        "--address",
+        flag["address"],
         default=None,
         metavar="auto|HOST:PORT",
         help="join a running Ray cluster (default: start a local Ray with this machine's CPUs)",
     )
-    rllib.add_argument("--num-gpus", type=int, default=None, metavar="G", help="GPUs for the learner(s)")
+    rllib.add_argument(flag["num_gpus"], type=int, default=None, metavar="G", help="GPUs for the learner(s)")
     p.set_defaults(func=run)
 
 
@@ -143,11 +145,16 @@ RECORDED_OPTIONS = {
     "checkpoint_every": "--checkpoint-every",
     "save_replay_buffer": "--save-replay-buffer",
     "force": "--force",
-    "num_env_runners": "--num-env-runners",
-    "envs_per_runner": "--envs-per-runner",
-    "address": "--address",
-    "num_gpus": "--num-gpus",
 }
+
+
+def _dest(flag: str) -> str:
+    """argparse's attribute name for a long flag: ``--envs-per-runner`` -> ``envs_per_runner``."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+# the engine-only options (runs.ENGINE_OPTIONS) are recorded in config.yaml too
+RECORDED_OPTIONS.update({_dest(f): f for options in ENGINE_OPTIONS.values() for f in options.values()})
 
 
 def _value(args: argparse.Namespace, dest: str):
@@ -167,25 +174,18 @@ def _refuse_options_with_resume(args: argparse.Namespace) -> None:
         )
 
 
-RLLIB_OPTIONS = {
-    "num_env_runners": "--num-env-runners",
-    "num_envs_per_env_runner": "--envs-per-runner",
-    "address": "--address",
-    "num_gpus": "--num-gpus",
-}
-
-
 def _engine_options(args: argparse.Namespace) -> dict:
-    """The RLlib-only options that were given; CliError if given without ``--engine rllib``."""
-    values = {
-        "num_env_runners": args.num_env_runners,
-        "num_envs_per_env_runner": args.envs_per_runner,
-        "address": args.address,
-        "num_gpus": args.num_gpus,
-    }
-    given = {k: v for k, v in values.items() if v is not None}
-    if given and args.engine != "rllib":
-        raise CliError(f"{RLLIB_OPTIONS[next(iter(given))]} needs --engine rllib")
+    """The engine-only options that were given (``runs.ENGINE_OPTIONS``: option name -> flag), by option
+    name; CliError if one is given without its engine."""
+    given = {}
+    for name, options in ENGINE_OPTIONS.items():
+        for key, flag in options.items():
+            value = getattr(args, _dest(flag))
+            if value is None:
+                continue
+            if args.engine != name:
+                raise CliError(f"{flag} needs --engine {name}")
+            given[key] = value
     return given
 
 

@@ -44,10 +44,11 @@ from retro_atari_kit.runs.lock import LOCK_FILE, RunLock, lock_owner
 from retro_atari_kit.runs.monitor import MonitorCSV, monitor_files, monitor_header, read_monitor_csvs
 from retro_atari_kit.runs.progress import merge_progress, progress_path, set_aside_orphaned_logs
 from retro_atari_kit.runs.session import begin_segment, training_session
-from retro_atari_kit.runs.spec import TrainSpec
+from retro_atari_kit.runs.spec import ENGINE_OPTIONS, TrainSpec
 from retro_atari_kit.runs.stop import StopRequest, StopRequested, active_stop_request, stop_signals
 
 __all__ = [
+    "ENGINE_OPTIONS",
     "CHECKPOINT_DIR",
     "CONFIG_FILE",
     "CONFIG_MARKER",

@@ -5,13 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# The options only one engine understands (``TrainSpec.engine_options``), by engine: option name -> the
+# ``retrokit train`` flag that sets it. The one list: the CLI builds its checks from it, the engine refuses
+# any other key. Data only; no engine is imported here.
+ENGINE_OPTIONS: dict[str, dict[str, str]] = {
+    "rllib": {
+        "num_env_runners": "--num-env-runners",
+        "num_envs_per_env_runner": "--envs-per-runner",
+        "address": "--address",
+        "num_gpus": "--num-gpus",
+    },
+}
+
 
 @dataclass
 class TrainSpec:
     """A training request (``retrokit train`` arguments), engine-neutral.
 
     ``overrides`` are hyperparameter overrides (nested dict, from ``--set``); ``engine_options`` carries
-    what only one engine understands (e.g. RLlib's ``num_env_runners``).
+    what only one engine understands (:data:`ENGINE_OPTIONS`, e.g. RLlib's ``num_env_runners``).
     """
 
     algo: str

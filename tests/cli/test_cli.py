@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import os
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from retro_atari_kit.cli import main
-from retro_atari_kit.runs import checkpoint_path, list_checkpoints, read_monitor_csvs
+from retro_atari_kit.runs import ENGINE_OPTIONS, checkpoint_path, list_checkpoints, read_monitor_csvs
 
 ENV = "RetroKit/Pong-v0"
 TINY = ["--n-envs", "2", "--set", "n_steps=32", "--set", "batch_size=64", "--checkpoint-every", "64"]
@@ -461,3 +462,20 @@ def test_a_new_run_that_fails_before_its_first_checkpoint_leaves_nothing(tmp_pat
     assert not run.exists()  # no config.yaml, monitor/ or stale .train.pid to block a re-run
     monkeypatch.undo()
     assert main(["train", "ppo", ENV, "--timesteps", "64", "--run-dir", str(run), *TINY]) == 0
+
+
+@pytest.mark.parametrize("key, flag", sorted(ENGINE_OPTIONS["rllib"].items()))
+def test_each_rllib_option_is_one_flag_checked_from_the_one_list(key, flag, tmp_path, capsys):
+    """runs.ENGINE_OPTIONS is the one list: the CLI refuses each flag without the engine and with --resume,
+    and hands it to the engine under its option name."""
+    from retro_atari_kit.cli.train import _engine_options, add_parser
+
+    value = "auto" if key == "address" else "1"
+    assert main(["train", "ppo", ENV, flag, value]) == 2
+    assert f"{flag} needs --engine rllib" in capsys.readouterr().err
+    assert main(["train", "--resume", str(tmp_path), flag, value]) == 2
+    assert f"drop {flag} (only --timesteps may change" in capsys.readouterr().err
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["train", "ppo", ENV, "--engine", "rllib", flag, value])
+    assert _engine_options(args) == {key: value if key == "address" else 1}
