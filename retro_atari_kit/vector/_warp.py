@@ -64,13 +64,16 @@ class FrameWarper:
 
     def _serve(self, jobs: queue.SimpleQueue) -> None:
         while (job := jobs.get()) is not None:
-            *args, done = job
-            try:
-                self._warp_chunk(*args)
-            except BaseException as exc:  # handed to the waiting thread
-                done.put(exc)
-            else:
-                done.put(None)
+            self._run(*job)
+            job = None  # hold no frames or driver between steps
+
+    def _run(self, sources, rows, out, start, done: queue.SimpleQueue) -> None:
+        try:
+            self._warp_chunk(sources, rows, out, start)
+        except BaseException as exc:  # handed to the waiting thread
+            done.put(exc)
+        else:
+            done.put(None)
 
     def _warp_chunk(
         self,

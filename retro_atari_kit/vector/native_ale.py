@@ -14,9 +14,11 @@ then FIRE and action 2). One env per ``AtariVectorEnv`` is the only way to do th
 What runs in this process, for all envs at once:
 
 - The warp (crop, ``cv2.COLOR_RGB2GRAY``, ``cv2.INTER_AREA`` resize) of the max-pooled RGB frames runs on
-  a small thread pool (:mod:`retro_atari_kit.vector._warp`), off the calling thread, through the same
+  a few warp threads (:mod:`retro_atari_kit.vector._warp`), off the calling thread, through the same
   function as :class:`~retro_atari_kit.wrappers.WarpFrame`. ALE's own grayscale is not
-  ``cv2.COLOR_RGB2GRAY`` and gray max-pooling differs from max-pooling RGB, so C++ cannot do it.
+  ``cv2.COLOR_RGB2GRAY`` and gray max-pooling differs from max-pooling RGB, so C++ cannot do it. Each warp
+  thread takes a contiguous chunk of envs: it sends their actions, waits for each step (ale-py releases the
+  GIL while it waits) and warps the frame at once, while the other envs still emulate.
 - Time limit (gymnasium's ``TimeLimit`` rule), true-score statistics, episodic life and reward clipping
   are computed on numpy arrays over the envs that stepped, with the rule functions the wrappers use
   (:func:`~retro_atari_kit.wrappers.episodic_life.life_loss_step`,

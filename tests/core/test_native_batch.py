@@ -7,6 +7,9 @@ documented native difference: the frame of a game over that ends mid-skip.
 
 from __future__ import annotations
 
+import gc
+import threading
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -238,3 +241,21 @@ def test_out_of_range_action_raises_instead_of_hanging():
         assert obs.shape == (2, 4, 84, 84)
     finally:
         venv.close()
+
+
+def test_warp_threads_end_with_the_vector_env():
+    def warp_threads() -> int:
+        return sum(t.name.startswith("retrokit-warp") for t in threading.enumerate())
+
+    before = warp_threads()
+    venv = _native("Pong", 4, 2)
+    venv.reset(seed=0)
+    venv.step(np.zeros(4, dtype=np.int64))
+    assert warp_threads() == before + 2
+    venv.close()
+    assert warp_threads() == before
+    venv = _native("Pong", 2, 1)
+    venv.reset(seed=0)
+    del venv  # never closed: collecting it stops its threads too
+    gc.collect()
+    assert warp_threads() == before
