@@ -24,7 +24,7 @@ def check_resumed_config(config: dict[str, Any], path: str) -> None:
     """RunError naming the field of ``config`` (read from ``path``) that cannot be resumed."""
     from retro_atari_kit.integrations.rllib.config import algo_config
 
-    from retro_atari_kit.models import NETWORKS
+    from retro_atari_kit.models import check_network
     from retro_atari_kit.registration import check_env_id
 
     def bad(field: str, why: str) -> RunError:
@@ -45,8 +45,10 @@ def check_resumed_config(config: dict[str, Any], path: str) -> None:
         check_env_id(str(config["env_id"]))
     except RunError as exc:
         raise bad("env_id", str(exc)) from None
-    if config["network"] not in NETWORKS:
-        raise bad("network", f"unknown network {config['network']!r}; choose one of {', '.join(NETWORKS)}")
+    try:
+        check_network(config["network"])
+    except RunError as exc:
+        raise bad("network", str(exc)) from None
     for field in ("hyperparameters", "env_kwargs", "rllib"):
         if config.get(field) is not None and not isinstance(config[field], dict):
             raise bad(field, f"{type(config[field]).__name__} instead of a mapping")

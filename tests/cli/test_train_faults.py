@@ -192,6 +192,8 @@ def test_resume_and_force_ignore_a_lock_file_naming_an_unrelated_process(tiny_ru
         ("env_id: RetroKit/Pong-v0", "env_id: RetroKit/Pongg-v0", ["config.yaml: env_id: unknown env"]),
         ("hyperparams:", "hyperparameters_of_old:", ["config.yaml: hyperparams: missing"]),
         ("env_kwargs: {}", "env_kwargs: {frame_stack: 2}", ["observations (4, 84, 84)", "(2, 84, 84)"]),
+        ("network: nature", "network: resnet", ["config.yaml: network: unknown network 'resnet'; choose"]),
+        ("network: nature", "network: [nature]", ["network: unknown network ['nature']; choose"]),
     ],
 )
 def test_resume_of_a_hand_edited_config_writes_nothing(tiny_run, tmp_path, capsys, old, new, needles):
@@ -232,6 +234,28 @@ def test_model_zip_survives_a_damaged_last_checkpoint(tiny_run, tmp_path):
     with open(last, "r+b") as fh:  # damaged in place, e.g. by a disk error: model.zip is another file
         fh.write(b"\0" * 64)
     assert _steps_of(os.path.join(run, "model.zip")) == steps == 64
+
+
+@pytest.mark.parametrize("network", ["resnet", "[nature]"])
+def test_rllib_resume_checks_the_network_as_every_engine_does(tmp_path, capsys, network):
+    pytest.importorskip("ray.rllib", reason="the RLlib engine needs Ray RLlib")
+    results = os.path.join(os.path.dirname(__file__), "..", "..", "results", "pong-rllib-ppo-0")
+    run = str(tmp_path / "run")
+    shutil.copytree(results, run)
+    shutil.copytree(os.path.join(run, "model"), os.path.join(run, "checkpoints", "model_2000000_steps"))
+    path = os.path.join(run, "config.yaml")
+    with open(path) as fh:
+        text = fh.read()
+    with open(path, "w") as fh:
+        fh.write(text.replace("\nnetwork: nature\n", f"\nnetwork: {network}\n"))
+    before = _snapshot(run)
+    capsys.readouterr()
+    assert main(["train", "--resume", run, "--timesteps", "3e6"]) == 2
+    err = capsys.readouterr().err.strip()
+    shown = repr(["nature"] if network == "[nature]" else network)
+    assert len(err.splitlines()) == 1, err
+    assert f"config.yaml: network: unknown network {shown}; choose one of nature, impala" in err, err
+    assert _snapshot(run) == before
 
 
 def test_rllib_resume_names_an_algo_that_does_not_match_the_checkpoint(tmp_path, capsys):

@@ -16,7 +16,7 @@ from typing import Any
 from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class, constructor_params
 from retro_atari_kit.integrations.sb3.presets import allowed_keys, to_sb3_kwargs
 
-from retro_atari_kit.models import NETWORKS, check_network
+from retro_atari_kit.models import check_network
 from retro_atari_kit.presets import PresetError, apply_overrides, get_preset
 from retro_atari_kit.registration import check_env_id, make_env
 from retro_atari_kit.runs import RunError, TrainSpec, new_config
@@ -216,7 +216,7 @@ def check_resumed_config(config: dict[str, Any], path: str) -> None:
     checks = (
         ("algo", lambda: algo_class(config["algo"])),
         ("env_id", lambda: check_env_id(str(config["env_id"]))),
-        ("network", lambda: _check_network(config["network"])),
+        ("network", lambda: check_network(config["network"])),
         ("device", lambda: check_device(str(config["device"]))),
         ("backend", lambda: _check_backend(config.get("backend", "auto"))),
     )
@@ -235,11 +235,6 @@ def check_resumed_config(config: dict[str, Any], path: str) -> None:
         algo_kwargs(config)
     except RunError as exc:
         raise bad("hyperparams", str(exc).removeprefix("--set ")) from None
-
-
-def _check_network(network: Any) -> None:
-    if network not in NETWORKS:
-        raise RunError(f"unknown network {network!r}; choose one of {', '.join(NETWORKS)}")
 
 
 def _check_backend(backend: Any) -> None:
