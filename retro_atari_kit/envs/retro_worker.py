@@ -17,63 +17,37 @@ the next call raise :class:`EnvWorkerDiedError` naming the env at once, never a 
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing as mp
-import signal
-import traceback
 import weakref
-from multiprocessing.connection import Connection, wait
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
-from retro_atari_kit.processes import (
-    default_start_method,
-    end_process,
-    picklable_exception,
-    worker_start_hint,
-)
+from retro_atari_kit.processes import ChildDiedError, ChildProcess, default_start_method, serve
 
-START_TIMEOUT = 120.0  # seconds for a worker to import the kit and start its emulator (2 busy cores)
+START_TIMEOUT = 120.0  # seconds for a worker to import the kit and start its emulator on busy cores
 
 
-class EnvWorkerDiedError(RuntimeError):
+class EnvWorkerDiedError(ChildDiedError):
     """The worker process hosting a :class:`RetroWorkerEnv` died; the env is closed."""
 
 
-def _serve(conn: Connection, game: str, kwargs: dict[str, Any]) -> None:
-    """Worker main loop: build the stack, describe it, then answer commands until ``close`` or EOF."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is handled by the main process
-    from retro_atari_kit.envs.retro import make_retro_env  # imports retro_atari_kit: registers the IDs
+class _RetroServer:
+    """The worker's side (run by :func:`~retro_atari_kit.processes.serve`): the whole kit stack."""
 
-    env = None
-    try:
-        try:
-            env = make_retro_env(game, **kwargs)
-        except Exception as exc:  # bad kwargs, missing ROM: re-raised in the main process
-            conn.send(("error", picklable_exception(exc), traceback.format_exc()))
-            return
-        conn.send(("ok", _describe(env)))
-        while True:
-            cmd, data = conn.recv()
-            if cmd == "close":
-                env.close()
-                env = None
-                conn.send(("ok", None))
-                return
-            try:
-                conn.send(("ok", _run(env, cmd, data)))
-            except Exception as exc:
-                conn.send(("error", picklable_exception(exc), traceback.format_exc()))
-    except (EOFError, OSError, KeyboardInterrupt):
-        pass  # the main process is gone or closing
-    finally:
-        if env is not None:
-            try:
-                env.close()
-            except Exception:
-                pass
-        conn.close()
+    def __init__(self, game: str, kwargs: dict[str, Any]):
+        from retro_atari_kit.envs.retro import make_retro_env  # imports retro_atari_kit: registers the IDs
+
+        self.env = make_retro_env(game, **kwargs)  # bad kwargs, missing ROM: re-raised in the main process
+
+    def hello(self) -> dict[str, Any]:
+        return _describe(self.env)
+
+    def handle(self, command: str, data: Any) -> Any:
+        return _run(self.env, command, data)
+
+    def close(self) -> None:
+        self.env.close()
 
 
 def _describe(env: gym.Env) -> dict[str, Any]:
@@ -115,19 +89,6 @@ def _run(env: gym.Env, cmd: str, data: Any) -> Any:
     raise ValueError(f"unknown worker command {cmd!r}")
 
 
-def _stop(conn: Connection, proc: mp.process.BaseProcess) -> None:
-    """Ask the worker to exit, then terminate/kill it if it does not; bounded, never hangs."""
-    if proc.is_alive():
-        try:
-            conn.send(("close", None))
-            if wait([conn, proc.sentinel], 5.0) and conn.poll():
-                conn.recv()
-        except (BrokenPipeError, EOFError, OSError):
-            pass
-    end_process(proc, grace=2.0)
-    conn.close()
-
-
 class RetroWorkerEnv(gym.Env):
     """``make_retro_env(game, **kwargs)`` run in a worker process; see the module docstring.
 
@@ -141,20 +102,24 @@ class RetroWorkerEnv(gym.Env):
         if start_method not in ("forkserver", "spawn"):
             raise ValueError(f"start_method must be 'forkserver' or 'spawn', got {start_method!r}")
         self.env_id = env_id
-        self._start_method = start_method
         self._closed = False
-        self._broken: EnvWorkerDiedError | None = None
         self._base_spec: EnvSpec | None = None
-        self._started = False
-        ctx = mp.get_context(start_method)
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(
-            target=_serve, args=(child, game, dict(kwargs)), name=f"retrokit-{env_id}", daemon=True
+        self._worker = ChildProcess(
+            serve,
+            (_RetroServer, game, dict(kwargs)),
+            who=f"{env_id}: the worker process",
+            name=f"retrokit-{env_id}",
+            context=start_method,
+            advice=(
+                f"the env is closed: make a new one with gym.make({env_id!r}), or close other stable-retro "
+                "envs to run it in-process (stable-retro allows one emulator per process, so this env ran "
+                "in a process of its own)"
+            ),
+            died=EnvWorkerDiedError,
+            grace=5.0,
         )
-        self._proc.start()
-        child.close()
         # on garbage collection and at interpreter exit; holds no reference to self
-        self._finalizer = weakref.finalize(self, _stop, self._conn, self._proc)
+        self._finalizer = weakref.finalize(self, self._worker.stop)
         try:
             info = self._request(None, START_TIMEOUT)
         except BaseException:
@@ -166,7 +131,6 @@ class RetroWorkerEnv(gym.Env):
         self.render_mode = info["render_mode"]
         self._wrappers = tuple(info["wrappers"])
         self._stack_time_limit = info["max_episode_steps"]
-        self._started = True
 
     # -- spec: what gym.make sets, completed with the worker stack's wrappers -----------------------------
     @property
@@ -186,7 +150,7 @@ class RetroWorkerEnv(gym.Env):
 
     @property
     def worker_pid(self) -> int | None:
-        return self._proc.pid
+        return self._worker.pid
 
     # -- gym.Env API ------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -225,44 +189,14 @@ class RetroWorkerEnv(gym.Env):
     # -- messaging ----------------------------------------------------------------------------------
     def _request(self, message: tuple | None, timeout: float | None = None) -> Any:
         """Send ``message`` (None: only wait for the start-up answer) and return the worker's answer;
-        re-raise the worker's exception; raise :class:`EnvWorkerDiedError` if the worker died."""
-        if self._broken is not None:
-            raise self._broken
-        if self._closed:
+        re-raise the worker's exception; raise :class:`EnvWorkerDiedError` if the worker died (the env is
+        then closed)."""
+        if self._closed and self._worker.broken is None:
             raise RuntimeError(f"{self.env_id}: the env is closed; make a new one with gym.make")
         try:
             if message is not None:
-                self._conn.send(message)
-            ready = wait([self._conn, self._proc.sentinel], timeout)
-            if not ready:
-                self._die(f"did not start within {timeout:.0f}s")
-            if self._conn not in ready and not self._conn.poll():
-                self._die(None)
-            status, *payload = self._conn.recv()
-        except (BrokenPipeError, EOFError, ConnectionResetError):
-            self._die(None)
-        except KeyboardInterrupt:
-            self.close()  # an answer may be pending: the pipe is out of step, so the env cannot go on
+                self._worker.send(*message)
+            return self._worker.receive(timeout)
+        except (ChildDiedError, KeyboardInterrupt):  # after Ctrl-C an answer may be pending: out of step
+            self.close()
             raise
-        if status == "error":
-            exc, worker_traceback = payload
-            if hasattr(exc, "add_note"):
-                exc.add_note(f"raised in the worker process hosting {self.env_id}:\n{worker_traceback}")
-            raise exc
-        return payload[0]
-
-    def _die(self, why: str | None) -> None:
-        self._proc.join(0.5)
-        code = self._proc.exitcode
-        if why is None:
-            killed = code is not None and code < 0
-            why = f"was killed by signal {-code}" if killed else f"exited (code {code})"
-        if not self._started:
-            why += f" while starting. {worker_start_hint(self._start_method)}"
-        self._broken = EnvWorkerDiedError(
-            f"{self.env_id}: the worker process (pid {self._proc.pid}) hosting this env {why}. stable-retro "
-            "allows one emulator per process, so this env ran in its own process. The env is closed: make a "
-            f"new one with gym.make({self.env_id!r}), or close other stable-retro envs to run it in-process."
-        )
-        self.close()
-        raise self._broken

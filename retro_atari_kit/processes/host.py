@@ -147,7 +147,7 @@ class ChildProcess:
     :param who: how errors name the child, e.g. ``"env rank 3 (RetroKit/Pong-v0): its worker process"``
         (``" (pid N) died: ..."`` follows)
     :param context: a start method name or a multiprocessing context (default: :func:`default_start_method`)
-    :param advice: appended to the died error after ``"; "`` (what the user can do now)
+    :param advice: appended to the died error of a started child after ``"; "`` (what to do now)
     :param died: builds the error raised when the child died (a :class:`ChildDiedError` subclass)
     :param grace: seconds :meth:`stop` waits at each step (exit, then terminate, then kill)
     :param daemon: a daemon child ends with the parent's interpreter but cannot start children itself
@@ -186,6 +186,7 @@ class ChildProcess:
             self.process.start()
         finally:
             child_end.close()
+        self._waitables = [self.conn, self.process.sentinel]  # readable: an answer, or the child has ended
 
     @property
     def pid(self) -> int | None:
@@ -194,7 +195,8 @@ class ChildProcess:
     # -- talking ---------------------------------------------------------------------------------------
     def send(self, command: str, data: Any = None) -> None:
         """Send one command; raise the died error if the child is gone."""
-        self._check()
+        if self.broken is not None or self.stopped:  # inline: this is every env step's path
+            self._check()
         try:
             self.conn.send((command, data))
         except (OSError, EOFError):
@@ -205,10 +207,11 @@ class ChildProcess:
         note); a dead child raises the died error at once; no answer within ``timeout`` seconds (None: wait
         as long as the child lives) stops the child and raises the died error. Ctrl-C while waiting stops
         the child too: an answer may still be on its way, so the pipe can no longer be trusted."""
-        self._check()
+        if self.broken is not None or self.stopped:
+            self._check()
         conn = self.conn
         try:
-            ready = wait([conn, self.process.sentinel], timeout)
+            ready = wait(self._waitables, timeout)
             if not ready:
                 raise self._fail(self._silent(timeout))
             if conn not in ready and not conn.poll():
@@ -255,7 +258,7 @@ class ChildProcess:
         return error
 
     def _make(self, message: str) -> ChildDiedError:
-        if self.advice:
+        if self.advice and self.started:  # the owner was made: say what to do with it now
             message = f"{message}; {self.advice}"
         error = self._died_error(message)
         error.pid, error.exitcode = self.pid, self.process.exitcode
