@@ -1,18 +1,20 @@
 """The play process: steps the envs with an epsilon-greedy copy of the Q-network and writes the ring.
 
-It runs :func:`main` in a ``spawn``-ed process. Protocol on the pipe (trainer -> player):
+It runs :func:`main` in a ``spawn``-ed child of the kit's child-process host
+(:class:`retro_atari_kit.processes.ChildProcess`). Commands on the pipe (trainer -> player), each a
+``(command, data)`` pair; the player's answers are the host's ``reply``:
 
-- ``("ring", tensors, frame_channels)`` once, after the player reported ``("ready", obs_space, act_space)``;
-- ``("reset", seeds)`` -> the envs are (re)seeded and reset, ``first_obs`` written, reply
-  ``("reset", produced)``;
+- after the player's first answer ``(obs_space, act_space)``: ``("ring", (tensors, frame_channels))`` once;
+- ``("reset", seeds)`` -> the envs are (re)seeded and reset, ``first_obs`` written; answer: ``produced``;
 - ``("go", params)`` at the start of every ``learn()``: exploration state and, the first time, the network,
   the shared weights buffer and the RNG states (see ``ParallelPlayMixin._setup_learn``);
-- ``("weights?",)`` -> load the newest published weights, reply ``("weights", flat copy)`` (diagnostics);
-- ``("close",)`` -> close the envs and exit.
+- ``("weights?", None)`` -> load the newest published weights; answer: a flat copy (diagnostics);
+- ``("close", None)`` -> close the envs and exit.
 
-On any error the player sends ``("error", one line)`` and exits with code 1. It ignores SIGINT (Ctrl-C is the
-trainer's to handle: it saves a checkpoint and then closes the player) and dies with its parent (Linux
-``PR_SET_PDEATHSIG``, plus a parent-pid check while waiting), so it never outlives the trainer.
+On any error the host sends the trainer the error as one line and the player exits with code 1. Like every
+child of the host it ignores SIGINT (Ctrl-C is the trainer's to handle: it saves a checkpoint and then
+closes the player); it also dies with its parent (Linux ``PR_SET_PDEATHSIG``, plus a parent-pid check while
+waiting), so it never outlives the trainer.
 
 Actions are chosen exactly as SB3's ``OffPolicyAlgorithm._sample_action`` and ``DQN.predict`` /
 ``QRDQN.predict`` choose them: uniform random actions (``action_space.sample()`` per env) before
@@ -34,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from retro_atari_kit.processes import reply
+
 from .ring import ALLOWED, CONSUMED, PRODUCED, read_weights
 
 
@@ -43,11 +47,6 @@ def _die_with_parent() -> None:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass  # the parent-pid check in the wait loop still applies
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 class _Player:
@@ -69,35 +68,34 @@ class _Player:
 
     # -- protocol --------------------------------------------------------------------------------------
     def setup(self) -> None:
-        self.conn.send(("ready", self.env.observation_space, self.env.action_space))
-        msg = self.conn.recv()
-        if msg[0] == "close":
+        reply(self.conn, (self.env.observation_space, self.env.action_space))
+        command, data = self.conn.recv()
+        if command == "close":
             raise SystemExit(0)
-        _, tensors, self.c = msg
+        tensors, self.c = data
         self.tensors = tensors
         self.ring = {name: t.numpy() for name, t in tensors.items()}
         self.counters = self.ring["counters"]
         self.slots = self.ring["frame"].shape[0]
 
-    def handle(self, msg: tuple) -> bool:
+    def handle(self, command: str, data: Any) -> bool:
         """Process one command; False on ``close``."""
-        kind = msg[0]
-        if kind == "close":
+        if command == "close":
             return False
-        if kind == "reset":
-            if msg[1] is not None:
-                self.env._seeds = list(msg[1])  # the seeds SB3 gave the trainer's VecEnv, env by env
+        if command == "reset":
+            if data is not None:
+                self.env._seeds = list(data)  # the seeds SB3 gave the trainer's VecEnv, env by env
             self.last = self.env.reset()
             self.ring["first_obs"][:] = self.last
-            self.conn.send(("reset", int(self.counters[PRODUCED])))
-        elif kind == "go":
-            self._start(msg[1])
-        elif kind == "weights?":
+            reply(self.conn, int(self.counters[PRODUCED]))
+        elif command == "go":
+            self._start(data)
+        elif command == "weights?":
             if self.net is not None:
                 self.version = read_weights(self.net, self.flat, self.counters, self.version)
-            self.conn.send(("weights", None if self.flat is None else self.flat.clone()))
+            reply(self.conn, None if self.flat is None else self.flat.clone())
         else:
-            raise RuntimeError(f"unknown command {kind!r}")
+            raise RuntimeError(f"unknown command {command!r}")
         return True
 
     def _start(self, params: dict[str, Any]) -> None:
@@ -115,7 +113,7 @@ class _Player:
         self.setup()
         while True:
             if self.conn.poll():
-                if not self.handle(self.conn.recv()):
+                if not self.handle(*self.conn.recv()):
                     return
                 continue
             produced = int(self.counters[PRODUCED])
@@ -182,23 +180,13 @@ class _Player:
 
 
 def main(conn: Connection, bells: tuple[Any, Any], env_args: dict[str, Any], parent: int) -> None:
-    """Entry point of the play process (see the module docstring)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """Entry point of the play process (see the module docstring); its errors reach the trainer through the
+    child-process host."""
     _die_with_parent()
-    player = None
-    try:
-        import retro_atari_kit  # noqa: F401  (a spawned process must register the RetroKit/ IDs itself)
+    import retro_atari_kit  # noqa: F401  (a spawned process must register the RetroKit/ IDs itself)
 
-        player = _Player(conn, bells, env_args, parent)
+    player = _Player(conn, bells, env_args, parent)
+    try:
         player.run()
-    except SystemExit:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - reported to the trainer in one line
-        try:
-            conn.send(("error", _one_line(exc)))
-        except OSError:
-            pass
-        raise SystemExit(1) from None
     finally:
-        if player is not None:
-            player.close()
+        player.close()

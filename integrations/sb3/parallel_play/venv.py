@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import signal
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +19,7 @@ import torch
 import torch.multiprocessing as tmp
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
-from retro_atari_kit.processes import end_process
+from retro_atari_kit.processes import ChildDiedError, ChildProcess
 from retro_atari_kit.wrappers.frame_stack import DEFAULT_FRAME_STACK
 
 from . import player
@@ -29,19 +28,8 @@ from .ring import ALLOWED, CONSUMED, PRODUCED, RingShape, allocate, weights_nume
 START_TIMEOUT = 300.0  # seconds for the play process to import torch / SB3 and build its envs
 
 
-class PlayerDiedError(RuntimeError):
+class PlayerDiedError(ChildDiedError):
     """The play process ended while training (env error, killed). ``str()`` is one line naming it."""
-
-
-def _shutdown(proc: Any, conn: Any) -> None:
-    """Stop the play process: ask, then terminate, then kill. Safe to call twice (also runs at exit)."""
-    if proc.is_alive():
-        try:
-            conn.send(("close",))
-        except (OSError, ValueError):
-            pass
-    end_process(proc, grace=10.0)
-    conn.close()
 
 
 class PlayProcessVecEnv(VecEnv):
@@ -70,7 +58,6 @@ class PlayProcessVecEnv(VecEnv):
         self.closed = False
         ctx = tmp.get_context("spawn")
         self._played, self._trained = ctx.Semaphore(0), ctx.Semaphore(0)
-        self._conn, child = ctx.Pipe()
         env_args = {
             "env_id": env_id,
             "n_envs": n_envs,
@@ -79,16 +66,20 @@ class PlayProcessVecEnv(VecEnv):
             "monitor_dir": monitor_dir,
             **env_kwargs,
         }
-        self._proc = ctx.Process(
-            target=player.main,
+        # not a daemon: the player's own vector env may start worker processes; it dies with its parent
+        self._player = ChildProcess(
+            player.main,
+            ((self._played, self._trained), env_args, os.getpid()),
+            who=f"the play process of {env_id}",
             name=f"play {env_id}",
-            args=(child, (self._played, self._trained), env_args, os.getpid()),
+            context=ctx,
+            died=PlayerDiedError,
+            grace=10.0,
+            daemon=False,
         )
-        self._proc.start()
-        child.close()
-        self._finalizer = weakref.finalize(self, _shutdown, self._proc, self._conn)
+        self._finalizer = weakref.finalize(self, self._player.stop)  # also at exit; no reference to self
         try:
-            _, obs_space, action_space = self._expect("ready", START_TIMEOUT)
+            obs_space, action_space = self._player.receive(START_TIMEOUT)
             shape = obs_space.shape
             frame_stack = int(env_kwargs.get("frame_stack", DEFAULT_FRAME_STACK))
             c = frame_channels or max(1, shape[0] // frame_stack)
@@ -98,7 +89,7 @@ class PlayProcessVecEnv(VecEnv):
             tensors = allocate(RingShape(ring_slots, n_envs, shape[0] // c, c, shape[1], shape[2]))
             self._ring = {name: t.numpy() for name, t in tensors.items()}
             self._counters = self._ring["counters"]
-            self._conn.send(("ring", tensors, c))
+            self._player.send("ring", (tensors, c))
         except BaseException:
             self._finalizer()
             raise
@@ -111,51 +102,7 @@ class PlayProcessVecEnv(VecEnv):
     @property
     def pid(self) -> int | None:
         """pid of the play process."""
-        return self._proc.pid
-
-    def _died(self) -> PlayerDiedError:
-        reason = None
-        try:
-            while self._conn.poll():
-                msg = self._conn.recv()
-                if msg[0] == "error":
-                    reason = msg[1]
-        except (EOFError, OSError):
-            pass
-        code = self._proc.exitcode
-        if reason is None and code is not None and code < 0:
-            try:
-                reason = f"killed by {signal.Signals(-code).name}"
-            except ValueError:
-                reason = f"killed by signal {-code}"
-        elif reason is None:
-            reason = f"exited with code {code}"
-        return PlayerDiedError(f"the play process of {self.env_id} (pid {self._proc.pid}) died: {reason}")
-
-    def _check_alive(self) -> None:
-        if not self._proc.is_alive():
-            raise self._died()
-
-    def _expect(self, kind: str, timeout: float | None = None) -> tuple:
-        waited = 0.0
-        while not self._conn.poll(0.2):
-            self._check_alive()
-            waited += 0.2
-            if timeout is not None and waited > timeout:
-                raise PlayerDiedError(
-                    f"the play process of {self.env_id} (pid {self._proc.pid}) did not "
-                    f"answer within {timeout:.0f} s"
-                )
-        try:
-            msg = self._conn.recv()
-        except (EOFError, OSError):
-            raise self._died() from None
-        if msg[0] == "error":
-            self._proc.join(5)
-            raise PlayerDiedError(f"the play process of {self.env_id} (pid {self._proc.pid}) died: {msg[1]}")
-        if msg[0] != kind:
-            raise RuntimeError(f"play process protocol: expected {kind!r}, got {msg[0]!r}")
-        return msg
+        return self._player.pid
 
     # -- counters --------------------------------------------------------------------------------------
     @property
@@ -175,7 +122,7 @@ class PlayProcessVecEnv(VecEnv):
 
     def start_play(self, params: dict[str, Any]) -> None:
         """Send the exploration state (and the first time the network) for one ``learn()``."""
-        self._conn.send(("go", params))
+        self._player.send("go", params)
 
     @property
     def network_shared(self) -> bool:
@@ -199,17 +146,17 @@ class PlayProcessVecEnv(VecEnv):
 
     def player_weights(self) -> torch.Tensor | None:
         """The weights the player acts with now, flat (diagnostics and tests)."""
-        self._conn.send(("weights?",))
+        self._player.send("weights?")
         self._trained.release()
-        return self._expect("weights", 60.0)[1]
+        return self._player.receive(60.0)
 
     # -- SB3 VecEnv ----------------------------------------------------------------------------------
     def reset(self) -> np.ndarray:
         seeds = None if all(s is None for s in self._seeds) else list(self._seeds)
         self._counters[ALLOWED] = 0  # no more steps of the old episodes while the reset is on its way
-        self._conn.send(("reset", seeds))
+        self._player.send("reset", seeds)
         self._trained.release()
-        _, produced = self._expect("reset", START_TIMEOUT)
+        produced = self._player.receive(START_TIMEOUT)
         # steps played before the reset belong to the old episodes: drop them
         self._counters[CONSUMED] = produced
         self._counters[ALLOWED] = produced
@@ -227,7 +174,7 @@ class PlayProcessVecEnv(VecEnv):
         while self.produced <= consumed:
             self._played.acquire(timeout=0.2)
             if self.produced <= consumed:
-                self._check_alive()
+                self._player.raise_if_dead()
         r, c, slot = self._ring, self._c, consumed % self._slots
         dones = r["done"][slot].copy()
         new_obs = np.empty_like(self._last)

@@ -14,6 +14,7 @@ import pytest
 import torch
 from retro_atari_kit.integrations.sb3 import make_vec_env
 from retro_atari_kit.integrations.sb3.parallel_play import (
+    PlayerDiedError,
     PlayProcessVecEnv,
     make_play_env,
     parallel_play_class,
@@ -142,7 +143,12 @@ def test_qrdqn_plays_in_parallel_and_its_weights_reach_the_player():
 
 
 def test_options_and_env_are_checked():
-    assert parse_options(True) == {"ahead": None, "weights_every": None, "trainer_threads": None}
+    assert parse_options(True) == {
+        "ahead": None,
+        "weights_every": None,
+        "trainer_threads": None,
+        "when": "cuda",
+    }
     for bad in ({"ahaed": 1}, {"ahead": -1}, {"weights_every": 0}, "yes"):
         with pytest.raises(ValueError, match="parallel_play"):
             parse_options(bad)
@@ -276,3 +282,27 @@ def test_closing_the_env_leaves_no_process():
     play.close()
     play.close()  # idempotent
     assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_player_that_cannot_build_its_envs_names_the_cause_in_one_line():
+    with pytest.raises(PlayerDiedError) as err:
+        make_play_env(PONG, n_envs=1, noop_max=-1)  # checked where the envs are built: in the play process
+    message = str(err.value)
+    assert message.startswith("the play process of RetroKit/Pong-v0 (pid ")
+    assert message.endswith("died while starting: ValueError: noop_max must be an int >= 0, got -1")
+    assert err.value.exitcode == 1
+
+
+def test_a_player_killed_during_a_request_raises_at_once():
+    play = PlayProcessVecEnv(PONG, n_envs=1, seed=0)
+    try:
+        play.reset()
+        os.kill(play.pid, signal.SIGKILL)
+        with pytest.raises(PlayerDiedError) as err:
+            play.reset()  # waits on the player's answer: its death ends the wait, no timeout involved
+        assert (
+            str(err.value)
+            == f"the play process of {PONG} (pid {play.pid}) died: killed by SIGKILL (signal 9)"
+        )
+    finally:
+        play.close()
