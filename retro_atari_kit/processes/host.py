@@ -184,6 +184,9 @@ class ChildProcess:
         )
         try:
             self.process.start()
+        except BaseException:
+            self.conn.close()
+            raise
         finally:
             child_end.close()
         self._waitables = [self.conn, self.process.sentinel]  # readable: an answer, or the child has ended
@@ -224,7 +227,8 @@ class ChildProcess:
             raise
         status = message[0]
         if status == OK:
-            self.started = True
+            if not self.started:
+                self.started = True
             return message[1]
         if status == ERROR:
             self.started = True
