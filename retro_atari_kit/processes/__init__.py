@@ -5,7 +5,8 @@ one host for all of them.
   cross a pipe, a bounded stop of any process.
 - :mod:`.host`: :class:`ChildProcess` (start a child with a pipe; send, receive and request with a wait
   that notices a dead child at once; the one died error; stop), :func:`serve` (the child side of a
-  request/answer child) and :func:`stop_all`.
+  request/answer child), :func:`receive_all` (one answer from each of several children) and
+  :func:`stop_all`.
 """
 
 from retro_atari_kit.processes.host import (
@@ -14,6 +15,7 @@ from retro_atari_kit.processes.host import (
     Handler,
     exit_reason,
     one_line,
+    receive_all,
     reply,
     reply_error,
     serve,
@@ -36,6 +38,7 @@ __all__ = [
     "exit_reason",
     "one_line",
     "picklable_exception",
+    "receive_all",
     "reply",
     "reply_error",
     "serve",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import signal
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
 from typing import Any, Protocol
@@ -301,6 +301,24 @@ class ChildProcess:
     def stop(self) -> None:
         """Ask the child to exit, then terminate, then kill it; every wait bounded. Idempotent."""
         stop_all([self])
+
+
+def receive_all(children: Sequence[ChildProcess], timeout: float | None = None) -> list[Any]:
+    """One answer from each child, in order. A child's exception is raised only once every other answer has
+    been read, so each pipe stays in step and every child stays usable; a died error is raised at once."""
+    results: list[Any] = []
+    first: Exception | None = None
+    for child in children:
+        try:
+            results.append(child.receive(timeout))
+        except ChildDiedError:
+            raise
+        except Exception as exc:
+            results.append(None)
+            first = first or exc
+    if first is not None:
+        raise first
+    return results
 
 
 def stop_all(children: Iterable[ChildProcess]) -> None:

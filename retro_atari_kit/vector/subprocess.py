@@ -20,7 +20,14 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from retro_atari_kit.processes import ChildDiedError, ChildProcess, default_start_method, serve, stop_all
+from retro_atari_kit.processes import (
+    ChildDiedError,
+    ChildProcess,
+    default_start_method,
+    receive_all,
+    serve,
+    stop_all,
+)
 from retro_atari_kit.vector._factory import EnvFactory
 from retro_atari_kit.vector._stacked import Seeds, StackedVectorEnv
 
@@ -141,14 +148,13 @@ class SubprocessDriver:
         try:
             for rank, factory in enumerate(factories):
                 self.workers.append(_start_worker(rank, factory, start_method))
-            spaces = [worker.receive(self.timeout) for worker in self.workers]
+            spaces = receive_all(self.workers, self.timeout)
             self.frame_space, self.action_space, self.metadata = spaces[0]
             shape = self.frame_space.shape
             self._shm = SharedMemory(create=True, size=2 * self.num_envs * int(np.prod(shape)))
             for worker in self.workers:
                 worker.send("shm", self._shm.name)
-            for worker in self.workers:
-                worker.receive(self.timeout)
+            receive_all(self.workers, self.timeout)
             both = np.ndarray((self.num_envs, 2, *shape), dtype=np.uint8, buffer=self._shm.buf)
             self.frames = both[:, 0]
             self._final_frames = both[:, 1]
@@ -176,7 +182,7 @@ class SubprocessDriver:
         try:
             for i, seed in zip(indices, seeds, strict=True):
                 workers[i].send("reset", (seed, options))
-            return [workers[i].receive() for i in indices]
+            return receive_all([workers[i] for i in indices])
         except ChildDiedError as exc:
             self._died(exc)
             raise
@@ -195,18 +201,18 @@ class SubprocessDriver:
                     workers[i].send("reset", (None, None))
                 else:
                     workers[i].send("step", (actions[i], same_step))
-            for i in range(n):
-                result = workers[i].receive()
-                if reset_mask[i]:
-                    infos.append(result)
-                    continue
-                rewards[i], terms[i], truncs[i], info, final_info = result
-                if final_info is not None:
-                    finals[i] = (self._final_frames[i].copy(), final_info)
-                infos.append(info)
+            results = receive_all(workers)  # an env's error: raised after every answer is read
         except ChildDiedError as exc:
             self._died(exc)
             raise
+        for i, result in enumerate(results):
+            if reset_mask[i]:
+                infos.append(result)
+                continue
+            rewards[i], terms[i], truncs[i], info, final_info = result
+            if final_info is not None:
+                finals[i] = (self._final_frames[i].copy(), final_info)
+            infos.append(info)
         return rewards, terms, truncs, infos, finals
 
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
@@ -214,7 +220,7 @@ class SubprocessDriver:
         try:
             for worker in self.workers:
                 worker.send("call", (name, args, kwargs))
-            return [worker.receive() for worker in self.workers]
+            return receive_all(self.workers)
         except ChildDiedError as exc:
             self._died(exc)
             raise
@@ -224,8 +230,7 @@ class SubprocessDriver:
         try:
             for worker, value in zip(self.workers, values, strict=True):
                 worker.send("set_attr", (name, value))
-            for worker in self.workers:
-                worker.receive()
+            receive_all(self.workers)
         except ChildDiedError as exc:
             self._died(exc)
             raise

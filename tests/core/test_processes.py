@@ -17,7 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from retro_atari_kit.processes import ChildDiedError, ChildProcess, serve, stop_all, worker_start_hint
+from retro_atari_kit.processes import (
+    ChildDiedError,
+    ChildProcess,
+    receive_all,
+    serve,
+    stop_all,
+    worker_start_hint,
+)
 
 WHO = "test child"
 
@@ -90,6 +97,18 @@ def test_an_exception_in_the_child_arrives_as_itself_and_the_child_goes_on(targe
     with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):  # the answer cannot cross
         child.request("unpicklable-result")
     assert child.request("echo", {"a": [1, 2]}) == {"a": [1, 2]}
+
+
+def test_receive_all_reads_every_answer_before_raising_so_the_pipes_stay_in_step(targets, children):
+    first, second = start(children, serve, targets.Echo), start(children, serve, targets.Echo)
+    receive_all([first, second], timeout=60)
+    first.send("raise", ("KeyError", "no such env"))
+    second.send("echo", "second's answer")
+    with pytest.raises(KeyError):
+        receive_all([first, second])
+    first.send("echo", 1)
+    second.send("echo", 2)
+    assert receive_all([first, second]) == [1, 2]  # not the stale "second's answer"
 
 
 def test_a_construction_error_is_the_start_answer(targets, children):

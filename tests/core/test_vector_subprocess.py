@@ -53,7 +53,10 @@ def test_dead_worker_raises_error_naming_rank_and_leaves_no_processes():
         for _ in range(100):  # the very next step notices; the loop only guards against a pass
             venv.step(np.zeros(3, dtype=np.int64))
     assert err.value.rank == 1
-    assert "signal 9" in str(err.value)
+    assert str(err.value) == (
+        f"env rank 1 (RetroKit/Pong-v0): its worker process (pid {pids[1]}) died: killed by SIGKILL "
+        "(signal 9); the vector env is closed, make a new one"
+    )
     assert time.monotonic() - start < 5
     with pytest.raises(WorkerDiedError):  # stays broken, no hang
         venv.step(np.zeros(3, dtype=np.int64))
@@ -150,6 +153,18 @@ def test_script_without_main_guard_gets_a_hint(tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("retro_atari_kit.vector.subprocess.WorkerDiedError: env rank 0")
     assert "while starting" in last and 'if __name__ == "__main__":' in last
+
+
+def test_an_env_error_in_a_worker_arrives_as_itself_and_the_workers_go_on():
+    venv = gym.make_vec("RetroKit/Pong-v0", num_envs=2, backend="subprocess")
+    try:
+        with pytest.raises(AttributeError) as err:
+            venv.call("no_such_method")
+        assert str(err.value) == "'FrameStack' object has no attribute 'no_such_method'"
+        obs, _ = venv.reset(seed=0)
+        assert obs.shape == (2, 4, 84, 84)
+    finally:
+        venv.close()
 
 
 def test_worker_construction_error_is_reported_clearly():
