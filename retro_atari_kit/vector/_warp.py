@@ -42,12 +42,13 @@ class FrameWarper:
     """Warp ``(H, W, 3)`` RGB frames into rows of an ``(N, C, size, size)`` uint8 array on worker threads.
 
     :meth:`submit` returns at once (the caller may keep working); :meth:`wait` blocks until every frame
-    is written and re-raises the first exception of a worker (a frame source's included).
+    is written and re-raises the first exception of a worker (a frame source's included). ``threads=0``
+    does the work inside :meth:`submit`, in the calling thread (for comparisons).
     """
 
     def __init__(self, grayscale: bool, crop: Box | None, threads: int):
-        if threads < 1:
-            raise ValueError(f"warp threads must be >= 1, got {threads}")
+        if threads < 0:
+            raise ValueError(f"warp threads must be >= 0, got {threads}")
         self.grayscale = grayscale
         self.crop = crop
         self.threads = threads
@@ -102,9 +103,13 @@ class FrameWarper:
         if self._closed:
             raise RuntimeError("this FrameWarper is closed")
         n = len(sources)
+        if self.threads == 0:  # in the calling thread
+            done: queue.SimpleQueue = queue.SimpleQueue()
+            self._run(sources, rows, out, start, done)
+            return done, 1
         chunks = min(self.threads, n)
         bounds = [n * c // chunks for c in range(chunks + 1)]
-        done: queue.SimpleQueue = queue.SimpleQueue()
+        done = queue.SimpleQueue()
         for jobs, (lo, hi) in zip(self._jobs, itertools.pairwise(bounds), strict=False):
             jobs.put((sources[lo:hi], rows[lo:hi], out, start, done))
         return done, chunks

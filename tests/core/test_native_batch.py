@@ -111,7 +111,7 @@ def _real_frames(count: int) -> list[np.ndarray]:
 def test_frame_warper_equals_crop_and_resize(grayscale, crop):
     frames = _real_frames(30)
     channels = 1 if grayscale else 3
-    for threads in (1, 4):
+    for threads in (0, 1, 4):  # 0: in the calling thread
         warper = FrameWarper(grayscale, crop, threads)
         out = np.zeros((len(frames), channels, 84, 84), dtype=np.uint8)
         rows = list(range(len(frames)))
