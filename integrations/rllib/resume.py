@@ -12,7 +12,7 @@ from typing import Any
 from retro_atari_kit.integrations.rllib.hyperparams import ALGOS
 from retro_atari_kit.integrations.rllib.policy import POLICY_FILE
 
-from retro_atari_kit.runs import RunError
+from retro_atari_kit.runs import RunError, check_config_fields, config_field_error
 
 # integer fields of an RLlib run's config.yaml, with their least allowed value (None: any)
 _INT_FIELDS = {"timesteps": 1, "seed": None, "checkpoint_every": 0}
@@ -28,15 +28,9 @@ def check_resumed_config(config: dict[str, Any], path: str) -> None:
     from retro_atari_kit.registration import check_env_id
 
     def bad(field: str, why: str) -> RunError:
-        return RunError(f"{path}: {field}: {why}; restore it (or start a new run)")
+        return config_field_error(path, field, why)
 
-    for field in ("algo", "env_id", "network", "hyperparameters", *_INT_FIELDS):
-        if field not in config:
-            raise bad(field, "missing")
-    for field, low in _INT_FIELDS.items():
-        value = config[field]
-        if not isinstance(value, int) or isinstance(value, bool) or (low is not None and value < low):
-            raise bad(field, f"{value!r} is not an integer" + (f" >= {low}" if low is not None else ""))
+    check_config_fields(config, path, ("algo", "env_id", "network", "hyperparameters"), _INT_FIELDS)
     if config["algo"] not in ALGOS:
         raise bad(
             "algo", f"unknown algo {config['algo']!r} for --engine rllib; choose one of {', '.join(ALGOS)}"

@@ -123,6 +123,26 @@ def load_config(run_dir: str) -> dict[str, Any]:
     return config
 
 
+def config_field_error(path: str, field: str, why: str) -> RunError:
+    """The one-line error for a field of a run's ``config.yaml`` (``path``) that cannot be resumed."""
+    return RunError(f"{path}: {field}: {why}; restore it (or start a new run)")
+
+
+def check_config_fields(
+    config: dict[str, Any], path: str, required: tuple[str, ...], int_fields: dict[str, int | None]
+) -> None:
+    """RunError naming the first field of ``required`` or ``int_fields`` missing from ``config``, or an
+    ``int_fields`` value that is not an integer at least its lower bound (None: any integer)."""
+    for field in (*required, *int_fields):
+        if field not in config:
+            raise config_field_error(path, field, "missing")
+    for field, low in int_fields.items():
+        value = config[field]
+        if not isinstance(value, int) or isinstance(value, bool) or (low is not None and value < low):
+            bound = f" >= {low}" if low is not None else ""
+            raise config_field_error(path, field, f"{value!r} is not an integer{bound}")
+
+
 def find_run_dir(path: str) -> str | None:
     """The run dir a model or checkpoint belongs to (``model.zip``, ``checkpoints/<x>``), or None."""
     here = os.path.dirname(os.path.abspath(path))

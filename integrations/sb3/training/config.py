@@ -19,7 +19,7 @@ from retro_atari_kit.integrations.sb3.presets import allowed_keys, to_sb3_kwargs
 from retro_atari_kit.models import check_network
 from retro_atari_kit.presets import PresetError, apply_overrides, get_preset
 from retro_atari_kit.registration import check_env_id, make_env
-from retro_atari_kit.runs import RunError, TrainSpec, new_config
+from retro_atari_kit.runs import RunError, TrainSpec, check_config_fields, config_field_error, new_config
 from retro_atari_kit.runs.startup import check_device
 from retro_atari_kit.vector import BACKENDS
 from retro_atari_kit.wrappers.frame_stack import DEFAULT_FRAME_STACK
@@ -198,16 +198,10 @@ def check_resumed_config(config: dict[str, Any], path: str) -> None:
     backend, or hyperparameter. Reads only; nothing is written."""
 
     def bad(field: str, why: str) -> RunError:
-        return RunError(f"{path}: {field}: {why}; restore it (or start a new run)")
+        return config_field_error(path, field, why)
 
-    required = ("algo", "env_id", "network", "device", "env_kwargs", "hyperparams", *_INT_FIELDS)
-    for field in required:
-        if field not in config:
-            raise bad(field, "missing")
-    for field, low in _INT_FIELDS.items():
-        value = config[field]
-        if not isinstance(value, int) or isinstance(value, bool) or (low is not None and value < low):
-            raise bad(field, f"{value!r} is not an integer" + (f" >= {low}" if low is not None else ""))
+    required = ("algo", "env_id", "network", "device", "env_kwargs", "hyperparams")
+    check_config_fields(config, path, required, _INT_FIELDS)
     for field in ("env_kwargs", "hyperparams"):
         if not isinstance(config[field], dict):
             raise bad(field, f"{type(config[field]).__name__} instead of a mapping")
