@@ -155,34 +155,14 @@ def _native(game: str, num_envs: int, warp_threads: int, autoreset: str = "NextS
     )
 
 
-def _reference(game: str, num_envs: int, seed: int, actions: np.ndarray, **kwargs):
-    """``gym.make`` envs reset by hand with gymnasium's NEXT_STEP rule: per step, one tuple per env."""
-    envs = [gym.make(f"RetroKit/{game}-v0", **kwargs) for _ in range(num_envs)]
-    first = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
-    steps, done = [], np.zeros(num_envs, dtype=bool)
-    for action in actions:
-        row = []
-        for i, env in enumerate(envs):
-            if done[i]:
-                obs, info = env.reset()
-                row.append((obs, 0.0, False, False, info))
-            else:
-                row.append(env.step(int(action[i])))
-        done = np.array([r[2] or r[3] for r in row])
-        steps.append(row)
-    for env in envs:
-        env.close()
-    return first, steps
-
-
 @pytest.mark.parametrize(("warp_threads", "kwargs"), [(3, {}), (2, {"grayscale": False, "crop_score": True})])
-def test_many_envs_with_resets_between_steps_equal_gym_make(warp_threads, kwargs):
+def test_many_envs_with_resets_between_steps_equal_gym_make(reference_run, warp_threads, kwargs):
     """Five Breakout envs lose lives at different steps, so most steps mix envs that reset (NOOP + FIRE
     + action 2, or a new game) with envs that step; every frame, reward, flag, life count and true score
     equals gym.make's."""
     kwargs = {"noop_max": 0, **kwargs}
     actions = np.random.default_rng(5).integers(0, 4, size=(400, 5))
-    first, steps = _reference("Breakout", 5, 7, actions, **kwargs)
+    first, steps = reference_run("RetroKit/Breakout-v0", 5, 7, actions, **kwargs)
     venv = _native("Breakout", 5, warp_threads, **kwargs)
     mixed = games = 0
     try:

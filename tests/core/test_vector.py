@@ -14,42 +14,9 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-from retro_atari_kit.envs.ale import make_ale_env
 from retro_atari_kit.vector import make_vector_env, resolve_backend
 
 BACKENDS = ["native", "subprocess", "inprocess"]
-
-
-def make_reference(env_id, **kwargs):
-    """``gym.make``; with ``max_episode_steps`` the kit's own stack function instead, because
-    ``gym.make`` intercepts that kwarg and puts gymnasium's TimeLimit *outside* the stack (no true-score
-    ``info["episode"]`` on truncation), while ``make_vec`` passes it to the stack (TimeLimit below the
-    true-score statistics, as docs/envs.md describes)."""
-    if "max_episode_steps" in kwargs:
-        game = gym.spec(env_id).kwargs["game"]
-        return make_ale_env(game, **kwargs)
-    return gym.make(env_id, **kwargs)
-
-
-def reference_run(env_id, num_envs, seed, actions, **kwargs):
-    """N independent reference envs, reset by hand with gymnasium's NEXT_STEP autoreset rule."""
-    envs = [make_reference(env_id, **kwargs) for _ in range(num_envs)]
-    first = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
-    steps = []
-    done = np.zeros(num_envs, dtype=bool)
-    for action in actions:
-        row = []
-        for i, env in enumerate(envs):
-            if done[i]:
-                obs, info = env.reset()
-                row.append((obs, 0.0, False, False, info))
-            else:
-                row.append(env.step(int(action[i])))
-        done = np.array([r[2] or r[3] for r in row])
-        steps.append(row)
-    for env in envs:
-        env.close()
-    return first, steps
 
 
 def assert_same(venv, first, steps, actions, backend):
@@ -77,7 +44,7 @@ def assert_same(venv, first, steps, actions, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_backend_equals_gym_make_breakout(backend):
+def test_backend_equals_gym_make_breakout(reference_run, backend):
     """Life losses (episodic life, continue + FIRE), game overs, fire reset, clipping, true scores."""
     kwargs = {"noop_max": 0}
     actions = np.random.default_rng(0).integers(0, 4, size=(500, 2))
@@ -92,7 +59,7 @@ def test_backend_equals_gym_make_breakout(backend):
 
 
 @pytest.mark.parametrize("backend", ["native", "subprocess"])
-def test_backend_equals_gym_make_pong_truncation_and_options(backend):
+def test_backend_equals_gym_make_pong_truncation_and_options(reference_run, backend):
     """Time limit truncation, no clipping, no episodic life, frame_stack=2, one env."""
     kwargs = {
         "noop_max": 0,
@@ -113,7 +80,7 @@ def test_backend_equals_gym_make_pong_truncation_and_options(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_same_step_autoreset_final_obs(backend):
+def test_same_step_autoreset_final_obs(reference_run, backend):
     """SAME_STEP: the ending step returns the reset obs; final_obs/final_info hold the last ones."""
     kwargs = {"noop_max": 0, "max_episode_steps": 10}
     actions = np.zeros((12, 2), dtype=np.int64)
