@@ -236,8 +236,9 @@ def test_model_zip_survives_a_damaged_last_checkpoint(tiny_run, tmp_path):
     assert _steps_of(os.path.join(run, "model.zip")) == steps == 64
 
 
-@pytest.mark.parametrize("network", ["resnet", "[nature]"])
-def test_rllib_resume_checks_the_network_as_every_engine_does(tmp_path, capsys, network):
+def _rllib_run_with_config_edit(tmp_path, old: str, new: str) -> str:
+    """A resumable copy of the committed RLlib run (its final policy as the checkpoint) whose config.yaml
+    has ``old`` replaced by ``new``."""
     pytest.importorskip("ray.rllib", reason="the RLlib engine needs Ray RLlib")
     results = os.path.join(os.path.dirname(__file__), "..", "..", "results", "pong-rllib-ppo-0")
     run = str(tmp_path / "run")
@@ -246,8 +247,15 @@ def test_rllib_resume_checks_the_network_as_every_engine_does(tmp_path, capsys, 
     path = os.path.join(run, "config.yaml")
     with open(path) as fh:
         text = fh.read()
+    assert old in text
     with open(path, "w") as fh:
-        fh.write(text.replace("\nnetwork: nature\n", f"\nnetwork: {network}\n"))
+        fh.write(text.replace(old, new))
+    return run
+
+
+@pytest.mark.parametrize("network", ["resnet", "[nature]"])
+def test_rllib_resume_checks_the_network_as_every_engine_does(tmp_path, capsys, network):
+    run = _rllib_run_with_config_edit(tmp_path, "\nnetwork: nature\n", f"\nnetwork: {network}\n")
     before = _snapshot(run)
     capsys.readouterr()
     assert main(["train", "--resume", run, "--timesteps", "3e6"]) == 2
@@ -259,16 +267,7 @@ def test_rllib_resume_checks_the_network_as_every_engine_does(tmp_path, capsys, 
 
 
 def test_rllib_resume_names_an_algo_that_does_not_match_the_checkpoint(tmp_path, capsys):
-    pytest.importorskip("ray.rllib", reason="the RLlib engine needs Ray RLlib")
-    results = os.path.join(os.path.dirname(__file__), "..", "..", "results", "pong-rllib-ppo-0")
-    run = str(tmp_path / "run")
-    shutil.copytree(results, run)
-    shutil.copytree(os.path.join(run, "model"), os.path.join(run, "checkpoints", "model_2000000_steps"))
-    path = os.path.join(run, "config.yaml")
-    with open(path) as fh:
-        text = fh.read()
-    with open(path, "w") as fh:
-        fh.write(text.replace("\nalgo: ppo\n", "\nalgo: appo\n"))
+    run = _rllib_run_with_config_edit(tmp_path, "\nalgo: ppo\n", "\nalgo: appo\n")
     before = _snapshot(run)
     capsys.readouterr()
     assert main(["train", "--resume", run, "--timesteps", "3e6"]) == 2
