@@ -1,0 +1,722 @@
+"""Sweep of user mistakes and damaged inputs against the installed ``retrokit`` command (run by hand).
+
+    python scripts/sweep_bad_inputs.py [--jobs 2] [--only SUBSTRING] [--keep]
+
+Each case runs the real console script (``retrokit`` beside this Python) in a subprocess, in a fresh
+temporary folder that holds only what the case set up (a copy of a tiny trained run, a damaged config, a
+text file named ``model.zip``, ...), and checks what a user must see:
+
+- ``error``: exit code 2, exactly one line on stderr, starting ``retrokit: error:``;
+- ``warning``: exit code 0, exactly one line on stderr, starting ``retrokit: warning:``;
+- ``clean``: no traceback (for cases with no single right exit code, e.g. a closed stdout);
+- never ``Traceback`` on stdout or stderr;
+- for cases that must write nothing (most of them): every file and folder of the case's folder is as it
+  was (contents and modification times), the run copies included.
+
+A table of the failures and a summary are printed; the exit code is 1 if any case failed. It is not a
+pytest module (pytest collects ``tests/`` only): it takes a few minutes and trains one tiny run first.
+The regression tests for what it found live in ``tests/cli/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import dataclasses
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+RETROKIT = os.path.join(os.path.dirname(sys.executable), "retrokit")
+ENV = "RetroKit/Pong-v0"
+TIMEOUT_S = 120
+CHILD_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+Setup = Callable[[Path], None]
+
+
+@dataclasses.dataclass
+class Case:
+    group: str
+    argv: list[str]
+    setup: list[Setup] = dataclasses.field(default_factory=list)
+    expect: str = "error"  # error | warning | clean
+    needles: tuple[str, ...] = ()
+    writes_nothing: bool = True
+    read_only_binds: bool = False  # file modes bind the command even when it runs as root
+    close_stdout: bool = False  # the reader of stdout goes away after the first line (`| head -1`)
+
+    @property
+    def label(self) -> str:
+        return f"{self.group}: retrokit {' '.join(a if a else repr(a) for a in self.argv)}"
+
+
+# ------------------------------------------------------------------------------------------------------
+# fixtures: built once per sweep, copied into each case's folder
+# ------------------------------------------------------------------------------------------------------
+
+FIXTURE: dict[str, str] = {}
+
+
+def build_fixture(base: Path) -> None:
+    """A finished 64-step PPO run on Pong with checkpoints at 32 and 64 steps."""
+    argv = [
+        RETROKIT, "train", "ppo", ENV, "--run-dir", "run", "--timesteps", "64", "--n-envs", "1",
+        "--set", "n_steps=32", "--set", "batch_size=32", "--checkpoint-every", "32",
+    ]  # fmt: skip
+    res = subprocess.run(argv, cwd=base, capture_output=True, text=True, env=CHILD_ENV, timeout=600)
+    if res.returncode != 0:
+        sys.exit(f"could not train the fixture run:\n{res.stderr[-3000:]}")
+    FIXTURE["run"] = str(base / "run")
+    FIXTURE["missing_rom"] = _missing_rom_id(base)
+
+
+def _missing_rom_id(base: Path) -> str:
+    """A stable-retro ID whose ROM is absent here (from ``retrokit list --system nes``)."""
+    res = subprocess.run(
+        [RETROKIT, "list", "--system", "nes"], cwd=base, capture_output=True, text=True, env=CHILD_ENV
+    )
+    for line in res.stdout.splitlines():
+        parts = line.split()
+        if len(parts) > 2 and parts[2] == "missing":
+            return parts[0]
+    sys.exit("no NES game with a missing ROM: the missing-ROM cases need one")
+
+
+def run_copy(name: str = "run") -> Setup:
+    def setup(d: Path) -> None:
+        shutil.copytree(FIXTURE["run"], d / name, symlinks=True)
+
+    return setup
+
+
+def text(name: str, content: str | bytes = "not a model\n") -> Setup:
+    def setup(d: Path) -> None:
+        path = d / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+
+    return setup
+
+
+def folder(name: str, mode: int | None = None) -> Setup:
+    def setup(d: Path) -> None:
+        (d / name).mkdir(parents=True, exist_ok=True)
+        if mode is not None:
+            (d / name).chmod(mode)
+
+    return setup
+
+
+def edit_config(transform: Callable[[str], str], run: str = "run") -> Setup:
+    def setup(d: Path) -> None:
+        path = d / run / "config.yaml"
+        path.write_text(transform(path.read_text()))
+
+    return setup
+
+
+def set_field(field: str, value: str) -> Setup:
+    """config.yaml with the top-level ``field: value`` (replaced, or added)."""
+
+    def transform(text: str) -> str:
+        lines = text.splitlines()
+        out = [f"{field}: {value}" if line.startswith(f"{field}:") else line for line in lines]
+        if out == lines:
+            out.append(f"{field}: {value}")
+        return "\n".join(out) + "\n"
+
+    return edit_config(transform)
+
+
+def drop_field(field: str) -> Setup:
+    """config.yaml without the top-level ``field`` (and its indented block)."""
+
+    def transform(text: str) -> str:
+        out, skipping = [], False
+        for line in text.splitlines():
+            if line.startswith(f"{field}:"):
+                skipping = True
+                continue
+            if skipping and (line.startswith(" ") or line.startswith("- ")):
+                continue
+            skipping = False
+            out.append(line)
+        return "\n".join(out) + "\n"
+
+    return edit_config(transform)
+
+
+def damage(pattern: str, how: str, run: str = "run") -> Setup:
+    """Damage the files of the run matching ``pattern``: ``text``, ``truncate``, ``foreign`` or ``remove``."""
+
+    def setup(d: Path) -> None:
+        for path in sorted((d / run).glob(pattern)):
+            if how == "remove":
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            elif how == "text":
+                path.write_text("not a model\n")
+            elif how == "truncate":
+                data = path.read_bytes()
+                path.write_bytes(data[: len(data) // 2])
+            elif how == "foreign":
+                _foreign_zip(path)
+
+    return setup
+
+
+def _foreign_zip(path: Path) -> None:
+    """A valid zip that is not an SB3 model (a folder of notes)."""
+    path.unlink(missing_ok=True)
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("readme.txt", "holiday photos\n")
+        zf.writestr("data", "{not json")
+
+
+def foreign_zip(name: str) -> Setup:
+    def setup(d: Path) -> None:
+        _foreign_zip(d / name)
+
+    return setup
+
+
+def truncated_model(name: str) -> Setup:
+    def setup(d: Path) -> None:
+        data = (Path(FIXTURE["run"]) / "model.zip").read_bytes()
+        (d / name).write_bytes(data[: len(data) // 2])
+
+    return setup
+
+
+def monitor_csv(body: str, run: str = "run") -> Setup:
+    """A plot-only run dir: config-less folder with one monitor CSV."""
+
+    def setup(d: Path) -> None:
+        (d / run / "monitor").mkdir(parents=True, exist_ok=True)
+        (d / run / "monitor" / "0.monitor.csv").write_text(body)
+
+    return setup
+
+
+# ------------------------------------------------------------------------------------------------------
+# the cases
+# ------------------------------------------------------------------------------------------------------
+
+GOOD_CSV = '#{"t_start": 0, "env_id": "RetroKit/Pong-v0"}\nr,l,t\n-21.0,812,3.5\n-20.0,900,7.25\n'
+
+
+def train_cases() -> list[Case]:
+    cases: list[Case] = []
+    quick = ["--run-dir", "run", "--timesteps", "64"]
+
+    def train(group: str, *argv: str, needles: tuple[str, ...] = (), **kw) -> None:
+        cases.append(Case(group, ["train", *argv], needles=needles, **kw))
+
+    train("train: usage")
+    train("train: usage", "ppo")
+    train("train: usage", "ppo", ENV, "--bogus-flag")
+    train("train: usage", "ppo", ENV, "extra-positional")
+
+    rom = FIXTURE["missing_rom"]
+    for engine in ("sb3", "rllib"):
+        eng = ["--engine", engine]
+        g = f"train {engine}: names"
+        train(g, "bogus", ENV, *eng, *quick, needles=("bogus",))
+        train(g, "ppo", "RetroKit/Bogus-v0", *eng, *quick, needles=("RetroKit/Bogus-v0",))
+        for other in ("Pong-v0", "ALE/Pong-v5", "PongNoFrameskip-v4"):
+            train(g, "ppo", other, *eng, *quick, needles=("use RetroKit/Pong-v0",))
+        train(g, "ppo", "CartPole-v1", *eng, *quick)
+        train(g, "ppo", "Airstriker-Genesis-v0", *eng, *quick, needles=("RetroKit/Airstriker-Genesis-v0",))
+        train(g, "ppo", rom, *eng, *quick, needles=("import-roms",))
+        train(g, "ppo", ENV, *eng, "--network", "bogus", *quick, needles=("bogus",))
+        train(g, "ppo", ENV, *eng, "--preset", "bogus", *quick, needles=("bogus",))
+        train(g, "ppo", ENV, *eng, "--backend", "bogus", *quick, needles=("unknown backend",))
+        train(g, "ppo", ENV, *eng, "--env-kwarg", "backend=bogus", *quick)
+        train(g, "ppo", ENV, *eng, "--device", "tpu", *quick, needles=("unknown device",))
+        train(g, "ppo", ENV, *eng, "--device", "cuda:7", *quick, needles=("cuda:7",))
+        train(g, "ppo", ENV, *eng, "--device", "", *quick)
+        train(g, "ppo", ENV, *eng, "--set", "bogus_key=1", *quick, needles=("bogus_key",))
+        train(g, "ppo", ENV, *eng, "--set", "gamma=2", *quick, needles=("gamma",))
+        train(g, "ppo", ENV, *eng, "--timesteps", "abc", "--run-dir", "run", needles=("--timesteps",))
+        train(g, "ppo", ENV, *eng, "--n-envs", "0", *quick, needles=("--n-envs",))
+        train(g, "ppo", ENV, *eng, "--run-dir", "afile/sub", "--timesteps", "64", setup=[text("afile")])
+        train(g, "ppo", ENV, *eng, *quick, setup=[run_copy()], needles=("exists",))
+
+    g = "train: algos per engine"
+    train(g, "appo", ENV, *quick, needles=("appo",))
+    train(g, "impala", ENV, *quick, needles=("impala",))
+    train(g, "qrdqn", ENV, "--engine", "rllib", *quick, needles=("qrdqn",))
+    train(g, "a2c", ENV, "--engine", "rllib", *quick, needles=("a2c",))
+    for algo in ("ppo", "a2c", "dqn", "qrdqn"):
+        train(g, algo, ENV, "--set", "gamma=0", *quick, needles=("gamma",))
+        train(g, algo, ENV, "--set", "learning_rate=-1", *quick, needles=("learning_rate",))
+        train(g, algo, ENV, "--set", "no_such_key=3", *quick, needles=("no_such_key",))
+    for algo in ("appo", "impala", "dqn"):
+        train(g, algo, ENV, "--engine", "rllib", "--set", "lr=0", *quick, needles=("lr",))
+
+    g = "train: --set"
+    for item, needles in [
+        ("gamma", ("gamma",)),
+        ("=3", ()),
+        ("gamma=", ("gamma",)),
+        ("gamma=abc", ("gamma",)),
+        ("gamma=.nan", ("gamma",)),
+        ("gamma=.inf", ("gamma",)),
+        ("gamma=-1", ("gamma",)),
+        ("n_steps=0", ("n_steps",)),
+        ("n_steps=1.5", ("n_steps",)),
+        ("n_steps=[1", ("n_steps",)),
+        ("batch_size=-1", ("batch_size",)),
+        ("gae_lambda=1.5", ("gae_lambda",)),
+        ("clip_range=0", ("clip_range",)),
+        ("ent_coef=-0.01", ("ent_coef",)),
+        ("n_epochs=0", ("n_epochs",)),
+        ("policy_kwargs.net_arch=foo", ()),
+        ("env_wrapper=foo", ("env_wrapper",)),
+        ("learning_rate=lin_abc", ("learning_rate",)),
+    ]:
+        train(g, "ppo", ENV, "--set", item, *quick, needles=needles)
+    for item in (
+        "buffer_size=0",
+        "exploration_fraction=2",
+        "exploration_final_eps=-0.1",
+        "train_freq=0",
+        "target_update_interval=0",
+        "learning_starts=-1",
+        "batch_size=0",
+    ):
+        train(g, "dqn", ENV, "--set", item, *quick, needles=(item.split("=")[0],))
+
+    g = "train: --env-kwarg"
+    for item in (
+        "crop_score",
+        "=1",
+        "bogus=1",
+        "frame_stack=0",
+        "frame_stack=abc",
+        "frame_skip=0",
+        "noop_max=-1",
+        "sticky_actions=2",
+        "sticky_actions=abc",
+        "screen_size=2",
+        "crop_score=[1,2]",
+        "render_mode=human",
+        "max_episode_steps=0",
+    ):
+        train(g, "ppo", ENV, "--env-kwarg", item, *quick)
+    train(g, "ppo", "RetroKit/Airstriker-Genesis-v0", "--env-kwarg", "bogus=1", *quick, needles=("bogus",))
+    train(g, "ppo", "RetroKit/Airstriker-Genesis-v0", "--env-kwarg", "frame_stack=0", *quick)
+
+    g = "train: numbers"
+    for flag, values in [
+        ("--timesteps", ["0", "-5", "1.5", "nan", "inf", "", "1e"]),
+        ("--n-envs", ["-1", "abc", "2.7", "100000"]),
+        ("--seed", ["abc", "1.5", "-1", "99999999999"]),
+        ("--checkpoint-every", ["-1", "abc", "1.5"]),
+        ("--eval-every", ["-1", "abc"]),
+        ("--eval-episodes", ["0", "abc"]),
+    ]:
+        for value in values:
+            argv = ["--run-dir", "run", flag, value]
+            if flag != "--timesteps":
+                argv += ["--timesteps", "64"]
+            train(g, "ppo", ENV, *argv, needles=(flag,))
+    rl = ["--engine", "rllib"]
+    train(g, "ppo", ENV, *rl, "--num-gpus", "-1", *quick, needles=("--num-gpus",))
+    train(g, "ppo", ENV, *rl, "--num-gpus", "abc", *quick, needles=("--num-gpus",))
+    train(g, "ppo", ENV, *rl, "--num-env-runners", "0", *quick, needles=("--num-env-runners",))
+    train(g, "ppo", ENV, *rl, "--envs-per-runner", "0", *quick, needles=("--envs-per-runner",))
+    train(g, "ppo", ENV, "--num-env-runners", "2", *quick, needles=("--engine rllib",))
+    train(g, "ppo", ENV, "--address", "auto", *quick, needles=("--engine rllib",))
+
+    g = "train: run dir"
+    train(g, "ppo", ENV, "--run-dir", "afile", "--timesteps", "64", setup=[text("afile")])
+    train(
+        g, "ppo", ENV, "--run-dir", "ro/run", "--timesteps", "64", setup=[folder("ro", 0o555)],
+        read_only_binds=True, needles=("not writable",),
+    )  # fmt: skip
+    train(
+        g, "ppo", ENV, *rl, "--run-dir", "ro/run", "--timesteps", "64", setup=[folder("ro", 0o555)],
+        read_only_binds=True, needles=("not writable",),
+    )  # fmt: skip
+    train(g, "ppo", ENV, *quick, setup=[text("run/notes.txt")], needles=("exists",))
+    train(g, "ppo", ENV, *quick, "--force", setup=[text("run/notes.txt")], needles=("not a retrokit run",))
+    train(g, "ppo", ENV, "--run-dir", "", "--timesteps", "64")
+    return cases
+
+
+def resume_cases() -> list[Case]:
+    cases: list[Case] = []
+
+    def resume(*argv: str, setup: list[Setup] | None = None, needles: tuple[str, ...] = (), **kw) -> None:
+        argv_ = ["train", "--resume", *argv]
+        cases.append(Case("train --resume", argv_, setup=setup or [], needles=needles, **kw))
+
+    good = [run_copy()]
+    resume("missing")
+    resume("afile", setup=[text("afile")])
+    resume("empty", setup=[folder("empty")])
+    resume("notes", setup=[text("notes/a.txt")])
+    resume("run", "--set", "gamma=0.9", setup=good, needles=("--set",))
+    resume("run", "--engine", "rllib", setup=good, needles=("--engine",))
+    resume("run", "--timesteps", "10", setup=good, needles=("10",))
+    resume("run", "--timesteps", "abc", setup=good, needles=("--timesteps",))
+    cases.append(Case("train --resume", ["train", "ppo", ENV, "--resume", "run"], setup=good))
+    resume("run", "--timesteps", "640", setup=[run_copy(), edit_config(lambda t: "a: [b\n: :\n")])
+    resume("run", "--timesteps", "640", setup=[run_copy(), edit_config(lambda t: "")])
+    resume("run", "--timesteps", "640", setup=[run_copy(), edit_config(lambda t: "- 1\n- 2\n")])
+    resume("run", "--timesteps", "640", setup=[run_copy(), drop_field("env_id")], needles=("env_id",))
+    resume("run", "--timesteps", "640", setup=[run_copy(), set_field("env_id", "RetroKit/Bogus-v0")])
+    resume("run", "--timesteps", "640", setup=[run_copy(), set_field("n_envs", "abc")], needles=("n_envs",))
+    resume("run", "--timesteps", "640", setup=[run_copy(), set_field("algo", "dqn")], needles=("algo",))
+    resume("run", "--timesteps", "640", setup=[run_copy(), set_field("algo", "bogus")], needles=("algo",))
+    resume("run", "--timesteps", "640", setup=[run_copy(), set_field("engine", "bogus")], needles=("engine",))
+    resume("run", "--timesteps", "640", setup=[run_copy(), set_field("network", "bogus")])
+    resume("run", "--timesteps", "640", setup=[run_copy(), set_field("seed", "abc")], needles=("seed",))
+    resume("run", "--timesteps", "640", setup=[run_copy(), set_field("device", "tpu")])
+    resume("run", "--timesteps", "640", setup=[run_copy(), set_field("backend", "bogus")])
+    resume("run", "--timesteps", "640", setup=[run_copy(), set_field("env_kwargs", "{bogus: 1}")])
+    resume("run", "--timesteps", "640", setup=[run_copy(), drop_field("hyperparams")])
+    resume("run", "--timesteps", "640", setup=[run_copy(), damage("config.yaml", "remove")])
+    resume("run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints", "remove")])
+    resume("run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/*.zip", "text")])
+    resume("run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/*.zip", "truncate")])
+    resume("run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/*.zip", "foreign")])
+    resume("run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/model_64_steps.zip", "text")])
+    return cases
+
+
+def model_cases() -> list[Case]:
+    """eval / record / export of runs and model files."""
+    cases: list[Case] = []
+    good = [run_copy()]
+    rom = FIXTURE["missing_rom"]
+    for cmd in ("eval", "record"):
+        g = f"{cmd}: targets"
+        extra = ["--out", "a.mp4"] if cmd == "record" else []
+        cases += [
+            Case(g, [cmd, "missing", *extra]),
+            Case(g, [cmd, "empty", *extra], setup=[folder("empty")]),
+            Case(g, [cmd, "notes.txt", "--env", ENV, *extra], setup=[text("notes.txt")]),
+            Case(g, [cmd, "model.zip", *extra], setup=[text("model.zip")], needles=("--env",)),
+            Case(g, [cmd, "model.zip", "--env", ENV, *extra], setup=[text("model.zip")]),
+            Case(g, [cmd, "model.zip", "--env", ENV, *extra], setup=[truncated_model("model.zip")]),
+            Case(g, [cmd, "model.zip", "--env", ENV, *extra], setup=[foreign_zip("model.zip")]),
+            Case(g, [cmd, "run", *extra], setup=[run_copy(), damage("model.zip", "text")]),
+            Case(g, [cmd, "run", *extra], setup=[run_copy(), damage("config.yaml", "text")]),
+            Case(g, [cmd, "run", *extra], setup=[run_copy(), set_field("engine", "bogus")]),
+            Case(
+                g,
+                [cmd, "run", *extra],
+                setup=[run_copy(), damage("model.zip", "remove"), damage("checkpoints/*.zip", "remove")],
+            ),  # fmt: skip
+            Case(
+                g,
+                [cmd, "run", *extra],
+                setup=[run_copy(), damage("model.zip", "truncate"), damage("checkpoints/*.zip", "truncate")],
+            ),  # fmt: skip
+        ]
+        g = f"{cmd}: options"
+        cases += [
+            Case(g, [cmd, "run", *extra, "--episodes", "0"], setup=good, needles=("--episodes",)),
+            Case(g, [cmd, "run", *extra, "--episodes", "abc"], setup=good, needles=("--episodes",)),
+            Case(g, [cmd, "run", *extra, "--seed", "abc"], setup=good, needles=("--seed",)),
+            Case(g, [cmd, "run", *extra, "--env", "RetroKit/Bogus-v0"], setup=good),
+            Case(g, [cmd, "run", *extra, "--env", "Pong-v0"], setup=good, needles=("RetroKit/Pong-v0",)),
+            Case(g, [cmd, "run", *extra, "--env", "RetroKit/Breakout-v0"], setup=good, needles=("expects",)),
+            Case(g, [cmd, "run", *extra, "--env", rom], setup=good, needles=("import-roms",)),
+            Case(g, [cmd, "run", *extra, "--device", "tpu"], setup=good, needles=("unknown device",)),
+            Case(g, [cmd, "run", *extra, "--device", "cuda:7"], setup=good, needles=("cuda:7",)),
+        ]
+    g = "eval: options"
+    cases += [
+        Case(g, ["eval", "run", "--env-kwarg", "frame_stack=2"], setup=good, needles=("expects",)),
+        Case(g, ["eval", "run", "--env-kwarg", "bogus=1"], setup=good, needles=("bogus",)),
+        Case(g, ["eval", "run", "--env-kwarg", "crop_score"], setup=good, needles=("--env-kwarg",)),
+        Case(g, ["eval", "run", "--episodes", "-3"], setup=good, needles=("--episodes",)),
+        Case(g, ["eval", "run", "--seed", "-1", "--episodes", "1"], setup=good, needles=("--seed",)),
+    ]
+    g = "record: --out"
+    cases += [
+        Case(g, ["record", "run", "--out", "x.txt"], setup=good, needles=(".mp4",)),
+        Case(g, ["record", "run", "--out", "videos"], setup=[*good, folder("videos")], needles=("folder",)),
+        Case(g, ["record", "run", "--out", "videos.mp4"], setup=[*good, folder("videos.mp4")]),
+        Case(g, ["record", "run", "--out", "missing/a.mp4"], setup=good, needles=("does not exist",)),
+        Case(g, ["record", "run", "--out", "afile/a.mp4"], setup=[*good, text("afile")]),
+        Case(
+            g,
+            ["record", "run", "--out", "ro/a.mp4"],
+            setup=[*good, folder("ro", 0o555)],
+            read_only_binds=True,
+            needles=("not writable",),
+        ),  # fmt: skip
+        Case(g, ["record", "run", "--out", ""], setup=good),
+        Case(g, ["record", "run", "--max-steps", "0"], setup=good, needles=("--max-steps",)),
+        Case(g, ["record", "run", "--max-steps", "abc"], setup=good, needles=("--max-steps",)),
+        Case(g, ["record", "run", "--max-steps", "-1"], setup=good, needles=("--max-steps",)),
+    ]
+    g = "export"
+    cases += [
+        Case(g, ["export", "missing", "out"]),
+        Case(g, ["export", "notes", "out"], setup=[text("notes/a.txt")]),
+        Case(g, ["export", "run", "out"], setup=[*good, text("out/keep.txt")], needles=("out",)),
+        Case(g, ["export", "run", "afile"], setup=[*good, text("afile")], needles=("afile",)),
+        Case(g, ["export", "run", "missing/sub/out"], setup=good, needles=("does not exist",)),
+        Case(
+            g,
+            ["export", "run", "ro/out"],
+            setup=[*good, folder("ro", 0o555)],
+            read_only_binds=True,
+            needles=("not writable",),
+        ),  # fmt: skip
+        Case(g, ["export", "run", "run"], setup=good),
+        Case(
+            g,
+            ["export", "run", "out"],
+            setup=[run_copy(), damage("model.zip", "remove"), damage("checkpoints/*.zip", "remove")],
+        ),  # fmt: skip
+        Case(g, ["export", "run", "out"], setup=[run_copy(), damage("model.zip", "text")]),
+        Case(g, ["export", "run", "out"], setup=[run_copy(), damage("config.yaml", "text")]),
+    ]
+    return cases
+
+
+def other_cases() -> list[Case]:
+    cases: list[Case] = []
+    g = "plot"
+    good = [run_copy()]
+    cases += [
+        Case(g, ["plot", "missing"]),
+        Case(g, ["plot", "afile"], setup=[text("afile")]),
+        Case(g, ["plot", "empty"], setup=[folder("empty")], needles=("empty",)),
+        Case(g, ["plot", "run", "--smooth", "0"], setup=good, needles=("--smooth",)),
+        Case(g, ["plot", "run", "--smooth", "abc"], setup=good, needles=("--smooth",)),
+        Case(g, ["plot", "run", "--smooth", "-3"], setup=good, needles=("--smooth",)),
+        Case(g, ["plot", "run", "--x", "bogus"], setup=good, needles=("--x",)),
+        Case(g, ["plot", "run", "--out", "c.jpg"], setup=good, needles=(".png",)),
+        Case(g, ["plot", "run", "--out", "dir.png"], setup=[*good, folder("dir.png")]),
+        Case(g, ["plot", "run", "--out", "missing/c.png"], setup=good, needles=("does not exist",)),
+        Case(
+            g,
+            ["plot", "run", "--out", "ro/c.png"],
+            setup=[*good, folder("ro", 0o555)],
+            read_only_binds=True,
+            needles=("not writable",),
+        ),  # fmt: skip
+        Case(
+            g,
+            ["plot", "run"],
+            setup=[monitor_csv(GOOD_CSV + "abc,def,ghi\n,,\n")],
+            expect="warning",
+            writes_nothing=False,
+            needles=("skipped 2 row",),
+        ),  # fmt: skip
+        Case(g, ["plot", "run"], setup=[monitor_csv("")]),
+        Case(g, ["plot", "run"], setup=[monitor_csv("garbage\n\x00\x01\x02\n")]),
+        Case(g, ["plot", "run"], setup=[monitor_csv("r,l,t\nabc,def,ghi\n")]),
+        Case(g, ["plot", "run"], setup=[monitor_csv('#{"t_start": 0}\nx,y\n1,2\n')]),
+        Case(g, ["plot", "run"], setup=[monitor_csv(GOOD_CSV.replace("\nr,l,t", ""))]),
+    ]
+    g = "list"
+    cases += [
+        Case(g, ["list", "--system", "bogus"], needles=("bogus",)),
+        Case(g, ["list", "extra"]),
+        Case(g, ["list"], expect="clean", close_stdout=True),
+    ]
+    g = "import-roms"
+    cases += [
+        Case(g, ["import-roms", "missing"]),
+        Case(g, ["import-roms"]),
+        Case(g, ["import-roms", "roms"], setup=[folder("roms", 0o000)], read_only_binds=True),
+    ]
+    g = "bench"
+    rom = FIXTURE["missing_rom"]
+    cases += [
+        Case(g, ["bench", "RetroKit/Bogus-v0"]),
+        Case(g, ["bench", "Pong-v0"], needles=("RetroKit/Pong-v0",)),
+        Case(g, ["bench", rom], needles=("import-roms",)),
+        Case(g, ["bench", ENV, "--backends", "bogus"], needles=("bogus",)),
+        Case(g, ["bench", ENV, "--n-envs", "0"], needles=("--n-envs",)),
+        Case(g, ["bench", ENV, "--steps", "abc"], needles=("--steps",)),
+    ]
+    g = "top level"
+    cases += [Case(g, []), Case(g, ["bogus"]), Case(g, ["--bogus"])]
+    return cases
+
+
+def all_cases() -> list[Case]:
+    return train_cases() + resume_cases() + model_cases() + other_cases()
+
+
+# ------------------------------------------------------------------------------------------------------
+# running and checking
+# ------------------------------------------------------------------------------------------------------
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Every entry under ``root``: folders by name, files by size, modification time and SHA-1."""
+    out: dict[str, tuple] = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs:
+            out[os.path.relpath(os.path.join(dirpath, name), root)] = ("dir",)
+        for name in files:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            digest = ""
+            if os.path.isfile(full) and os.access(full, os.R_OK):
+                with open(full, "rb") as fh:
+                    digest = hashlib.sha1(fh.read()).hexdigest()
+            out[os.path.relpath(full, root)] = (st.st_size, st.st_mtime_ns, digest)
+    return out
+
+
+def _file_modes_bind() -> None:
+    """In the child before exec: drop root's CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH from the bounding set,
+    so a 0o555 folder is read-only for the command even when the sweep runs as root."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def _make_writable(root: Path) -> None:
+    for dirpath, dirs, _ in os.walk(root):
+        for name in dirs:
+            os.chmod(os.path.join(dirpath, name), 0o755)
+
+
+@dataclasses.dataclass
+class Result:
+    case: Case
+    problems: list[str]
+    seconds: float
+    stderr: str
+
+
+def run_case(case: Case, base: Path, index: int, keep: bool) -> Result:
+    d = base / f"case-{index:03d}"
+    d.mkdir()
+    for setup in case.setup:
+        setup(d)
+    before = snapshot(d)
+    preexec = _file_modes_bind if case.read_only_binds and os.geteuid() == 0 else None
+    t0 = time.monotonic()
+    problems: list[str] = []
+    try:
+        if case.close_stdout:
+            proc = subprocess.Popen(
+                [RETROKIT, *case.argv], cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=CHILD_ENV, preexec_fn=preexec,
+            )  # fmt: skip
+            proc.stdout.readline()
+            proc.stdout.close()  # the reader goes away, as `retrokit list | head -1` does
+            stderr = proc.stderr.read().decode(errors="replace")
+            code = proc.wait(timeout=TIMEOUT_S)
+            stdout = ""
+        else:
+            res = subprocess.run(
+                [RETROKIT, *case.argv], cwd=d, capture_output=True, text=True, env=CHILD_ENV,
+                timeout=TIMEOUT_S, preexec_fn=preexec,
+            )  # fmt: skip
+            code, stdout, stderr = res.returncode, res.stdout, res.stderr
+    except subprocess.TimeoutExpired:
+        _make_writable(d)
+        return Result(case, [f"timed out after {TIMEOUT_S} s"], time.monotonic() - t0, "")
+    seconds = time.monotonic() - t0
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    if "Traceback" in stderr or "Traceback" in stdout:
+        problems.append("traceback")
+    if case.expect == "error":
+        if code != 2:
+            problems.append(f"exit {code}, not 2")
+        if len(lines) != 1:
+            problems.append(f"{len(lines)} stderr lines, not 1")
+        if not lines or not lines[0].startswith("retrokit: error: "):
+            problems.append("no 'retrokit: error:' line")
+    elif case.expect == "warning":
+        if code != 0:
+            problems.append(f"exit {code}, not 0")
+        if len(lines) != 1 or not lines[0].startswith("retrokit: warning: "):
+            problems.append(f"{len(lines)} stderr lines, not one 'retrokit: warning:'")
+    for needle in case.needles:
+        if lines and needle not in lines[-1]:
+            problems.append(f"line lacks {needle!r}")
+    _make_writable(d)
+    if case.writes_nothing:
+        after = snapshot(d)
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        if changed:
+            problems.append(f"changed: {', '.join(changed[:4])}{' ...' if len(changed) > 4 else ''}")
+    if not keep:
+        shutil.rmtree(d, ignore_errors=True)
+    return Result(case, problems, seconds, stderr)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2, help="cases run at the same time (default 2)")
+    parser.add_argument("--only", default=None, help="only cases whose label contains this text")
+    parser.add_argument("--keep", action="store_true", help="keep the case folders (printed at the end)")
+    parser.add_argument("--list", action="store_true", help="print the cases and exit")
+    args = parser.parse_args()
+    if not os.path.exists(RETROKIT):
+        sys.exit(f"{RETROKIT} not found: run this with the Python of the env that has retro-atari-kit")
+    base = Path(tempfile.mkdtemp(prefix="retrokit-sweep-"))
+    try:
+        t0 = time.monotonic()
+        if args.list:
+            FIXTURE.update(run="(fixture)", missing_rom="RetroKit/<missing ROM>-Nes-v0")
+        else:
+            build_fixture(base)
+        cases = [c for c in all_cases() if args.only is None or args.only in c.label]
+        if args.list:
+            for c in cases:
+                print(c.label)
+            print(f"{len(cases)} cases")
+            return 0
+        built = time.monotonic() - t0
+        print(f"{len(cases)} cases, {args.jobs} at a time (fixture run built in {built:.0f} s)")
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(lambda ic: run_case(ic[1], base, ic[0], args.keep), enumerate(cases)))
+        failed = [r for r in results if r.problems]
+        if failed:
+            print("\nFAILED CASES")
+            for r in failed:
+                print(f"- {r.case.label}\n    problems: {'; '.join(r.problems)}")
+                tail = r.stderr.strip().splitlines()[-3:]
+                for line in tail:
+                    print(f"    stderr: {line[:200]}")
+        by_group: dict[str, list[int]] = {}
+        for r in results:
+            counts = by_group.setdefault(r.case.group, [0, 0])
+            counts[0] += 1
+            counts[1] += bool(r.problems)
+        print("\ngroup                          cases  failed")
+        for group, (n, bad) in by_group.items():
+            print(f"{group:<30} {n:>5}  {bad:>6}")
+        print(
+            f"\n{len(results)} cases, {len(results) - len(failed)} passed, {len(failed)} failed "
+            f"({time.monotonic() - t0:.0f} s)"
+        )
+        if args.keep:
+            print(f"case folders kept in {base}")
+        return 1 if failed else 0
+    finally:
+        if not args.keep:
+            _make_writable(base)
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
