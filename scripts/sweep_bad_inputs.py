@@ -295,6 +295,7 @@ def train_cases() -> list[Case]:
         "target_update_interval=0",
         "learning_starts=-1",
         "batch_size=0",
+        "train_freq=[0, step]",
     ):
         train(g, "dqn", ENV, "--set", item, *quick, needles=(item.split("=")[0],))
 
@@ -432,6 +433,7 @@ def model_cases() -> list[Case]:
             Case(g, [cmd, "run", *extra, "--episodes", "0"], setup=good, needles=("--episodes",)),
             Case(g, [cmd, "run", *extra, "--episodes", "abc"], setup=good, needles=("--episodes",)),
             Case(g, [cmd, "run", *extra, "--seed", "abc"], setup=good, needles=("--seed",)),
+            Case(g, [cmd, "run", *extra, "--seed", "-1"], setup=good, needles=("--seed",)),
             Case(g, [cmd, "run", *extra, "--env", "RetroKit/Bogus-v0"], setup=good),
             Case(g, [cmd, "run", *extra, "--env", "Pong-v0"], setup=good, needles=("RetroKit/Pong-v0",)),
             Case(g, [cmd, "run", *extra, "--env", "RetroKit/Breakout-v0"], setup=good, needles=("expects",)),
@@ -445,7 +447,6 @@ def model_cases() -> list[Case]:
         Case(g, ["eval", "run", "--env-kwarg", "bogus=1"], setup=good, needles=("bogus",)),
         Case(g, ["eval", "run", "--env-kwarg", "crop_score"], setup=good, needles=("--env-kwarg",)),
         Case(g, ["eval", "run", "--episodes", "-3"], setup=good, needles=("--episodes",)),
-        Case(g, ["eval", "run", "--seed", "-1", "--episodes", "1"], setup=good, needles=("--seed",)),
     ]
     g = "record: --out"
     cases += [
@@ -524,7 +525,15 @@ def other_cases() -> list[Case]:
         ),  # fmt: skip
         Case(g, ["plot", "run"], setup=[monitor_csv("")]),
         Case(g, ["plot", "run"], setup=[monitor_csv("garbage\n\x00\x01\x02\n")]),
-        Case(g, ["plot", "run"], setup=[monitor_csv("r,l,t\nabc,def,ghi\n")]),
+        # a warning, and the run plotted with 0 games (as a run that has not finished a game yet)
+        Case(
+            g,
+            ["plot", "run"],
+            setup=[monitor_csv("r,l,t\nabc,def,ghi\n")],
+            expect="warning",
+            writes_nothing=False,
+            needles=("skipped 1 row",),
+        ),  # fmt: skip
         Case(g, ["plot", "run"], setup=[monitor_csv('#{"t_start": 0}\nx,y\n1,2\n')]),
         Case(g, ["plot", "run"], setup=[monitor_csv(GOOD_CSV.replace("\nr,l,t", ""))]),
     ]

@@ -8,7 +8,9 @@ SB3 is imported lazily inside the commands that need it; this module never impor
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -56,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.command_line = shlex.join(["retrokit", *argv])
         if not getattr(args, "command", None):
             parser.print_help()
-            return 2
+            raise CliError("missing COMMAND, e.g. retrokit train ppo RetroKit/Pong-v0 (see above)")
         if args.command not in NO_ENV_COMMANDS:
             quiet_ale_banner()
         return int(args.func(args) or 0)
@@ -66,3 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("retrokit: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of stdout went away (`retrokit list | head`): stop quietly
+        # Python would report the unflushed output at exit too: point stdout at /dev/null first
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE

@@ -80,3 +80,18 @@ def nonneg_steps(text: str) -> int:
     if not math.isfinite(value) or value < 0 or value != int(value):
         raise argparse.ArgumentTypeError(f"{text!r} must be a whole number >= 0")
     return int(value)
+
+
+# numpy's legacy seeding (SB3's set_random_seed) and gymnasium's reset take only this range
+MAX_SEED = 2**32 - 1
+
+
+def seed(text: str) -> int:
+    """argparse type: a seed, a whole number in [0, 2**32 - 1] (what numpy and gymnasium accept)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in [0, {MAX_SEED}]")
+    return value

@@ -6,10 +6,11 @@ import argparse
 import json
 import os
 import sys
+import zipfile
 from typing import Any
 
 from retro_atari_kit.cli._common import CliError, user_errors
-from retro_atari_kit.cli.arguments import parse_env_kwargs, positive_int
+from retro_atari_kit.cli.arguments import parse_env_kwargs, positive_int, seed
 from retro_atari_kit.cli.engines import engine
 
 
@@ -25,7 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("--deterministic", action="store_true", help="greedy actions")
     p.add_argument("--env", default=None, help="env ID (needed for a model file outside a run dir)")
     p.add_argument("--env-kwarg", dest="env_kwargs", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--seed", type=seed, default=12345)
     p.add_argument("--device", default="auto")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line")
     p.set_defaults(func=run)
@@ -49,14 +50,27 @@ def resolve_target(target: str, env: str | None, env_kwargs: dict) -> tuple[str,
     if run is not None:
         config = load_config(run)
         return target, env or config["env_id"], {**config.get("env_kwargs", {}), **env_kwargs}, config
+    # the mistakes that need no loading first, so that they are the only line (no warning before them)
+    if env is None:
+        raise CliError(f"{target} has no run config; pass --env ENV_ID (e.g. --env RetroKit/Pong-v0)")
+    check_sb3_zip(target)
     print(
         f"retrokit: warning: {target} is not inside a run dir made by retrokit; SB3 model files can carry "
         "pickled code - only load files you trust",
         file=sys.stderr,
     )
-    if env is None:
-        raise CliError(f"{target} has no run config; pass --env ENV_ID (e.g. --env RetroKit/Pong-v0)")
     return target, env, env_kwargs, None
+
+
+def check_sb3_zip(path: str) -> None:
+    """CliError unless ``path`` looks like an SB3 model file: a zip whose ``data`` member is JSON (SB3's
+    layout). Reads no pickle: this runs before the warning about pickled code and before any load."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            json.loads(zf.read("data"))
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
+        why = "no 'data' member" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise CliError(f"{path} is not an SB3 model file ({why}); pass a model.zip written by SB3") from None
 
 
 def load_target(target: str, env: str | None, env_kwargs: dict, device: str) -> tuple[Any, str, str, dict]:

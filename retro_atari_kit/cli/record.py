@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from retro_atari_kit.cli._common import user_errors
-from retro_atari_kit.cli.arguments import positive_int
+from retro_atari_kit.cli.arguments import positive_int, seed
 
 
 def add_parser(sub) -> None:
@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
         default=None,
         help="agent steps per game at most (default 27000: ALE's 108,000-frame cap at frame skip 4)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--device", default="auto")
     p.set_defaults(func=run)
 

@@ -17,6 +17,8 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     if not os.path.exists(args.path):
         raise CliError(f"{args.path}: no such file or folder; pass the folder that holds your ROM files")
+    if not os.access(args.path, os.R_OK) or (os.path.isdir(args.path) and not os.access(args.path, os.X_OK)):
+        raise CliError(f"{args.path}: permission denied; pass a folder (or file) you can read")
     try:
         from retro_atari_kit.roms import format_import_report, import_roms
     except ImportError as exc:

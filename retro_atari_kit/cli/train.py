@@ -14,6 +14,7 @@ from retro_atari_kit.cli.arguments import (
     parse_set,
     parse_timesteps,
     positive_int,
+    seed,
 )
 from retro_atari_kit.cli.engines import ENGINE_MODULES, engine, prepare_new_run
 from retro_atari_kit.runs.spec import ENGINE_OPTIONS
@@ -42,7 +43,7 @@ def add_parser(sub) -> None:
         help="total agent steps, e.g. 2e6 (default 1e6; with --resume: a new total)",
     )
     p.add_argument("--n-envs", type=positive_int, default=None, help="parallel envs (default: CPU count)")
-    p.add_argument("--seed", type=int, default=None, help="default 0")
+    p.add_argument("--seed", type=seed, default=None, help="default 0")
     p.add_argument("--device", default=None, help="auto (default), cpu, cuda or cuda:N")
     p.add_argument("--preset", default=None, help="hyperparameter preset (default: 'default')")
     p.add_argument(
@@ -223,12 +224,14 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
             raise CliError(
                 "usage: retrokit train ALGO ENV_ID [options], e.g. retrokit train ppo RetroKit/Pong-v0"
             )
+        if args.run_dir is not None and not args.run_dir.strip():
+            raise CliError("--run-dir '' names no folder; pass one, or leave --run-dir out (the default)")
         spec = TrainSpec(
             algo=args.algo.lower(),
             env_id=args.env_id,
             engine=_value(args, "engine"),
             network=_value(args, "network").lower(),
-            timesteps=parse_timesteps(args.timesteps or "1e6"),
+            timesteps=parse_timesteps("1e6" if args.timesteps is None else args.timesteps),
             n_envs=args.n_envs,
             seed=_value(args, "seed"),
             device=_value(args, "device"),

@@ -55,6 +55,7 @@ RANGES: dict[str, Range] = {
     "rollout_fragment_length": AT_LEAST_ONE,
     "buffer_size": AT_LEAST_ONE,
     "target_update_interval": AT_LEAST_ONE,
+    "train_freq": AT_LEAST_ONE,
     "target_network_update_freq": AT_LEAST_ONE,
     "n_quantiles": AT_LEAST_ONE,
     "frame_stack": AT_LEAST_ONE,
@@ -66,9 +67,11 @@ __all__ = ["RANGES", "check_range", "check_ranges"]
 
 
 def _number(value: Any) -> float | None:
-    """The number a value stands for (``lin_2.5e-4`` -> 2.5e-4), or None if it is not one."""
+    """The number a value stands for (``lin_2.5e-4`` -> 2.5e-4, ``[4, step]`` -> 4), or None."""
     if isinstance(value, bool):
         return None
+    if isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[1], str):
+        return _number(value[0])  # SB3's train_freq=[4, step]: the count is what must be in range
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, str) and value.startswith("lin_"):

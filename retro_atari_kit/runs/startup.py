@@ -89,6 +89,7 @@ def check_backend(env_id: str, backend: str, env_kwargs: dict[str, Any]) -> None
     if backend not in BACKENDS:
         raise RunError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     game = gym.spec(env_id).kwargs["game"]
+    env_kwargs = {k: v for k, v in env_kwargs.items() if k != "backend"}  # the one being checked is `backend`
     try:
         resolve_backend(game, backend, **env_kwargs)
     except ValueError as exc:
@@ -129,7 +130,12 @@ def check_new_run(spec: TrainSpec, force: bool = False) -> tuple[str, gym.Space,
     if spec.checkpoint_every < 0 or spec.eval_every < 0:
         raise RunError("--checkpoint-every and --eval-every must be >= 0 (0 disables)")
     check_ranges(spec.overrides)
-    env_kwargs = {k: v for k, v in spec.env_kwargs.items() if k != "backend"}
+    if "backend" in spec.env_kwargs:
+        raise RunError(
+            f"--env-kwarg backend={spec.env_kwargs['backend']}: the vector backend is not an env kwarg; "
+            f"use --backend {spec.env_kwargs['backend']}"
+        )
+    env_kwargs = dict(spec.env_kwargs)
     obs_space, action_space = probe_env(spec.env_id, env_kwargs)
     check_backend(spec.env_id, spec.backend, env_kwargs)
     run_dir = spec.run_dir or default_run_dir(spec.env_id, spec.algo, spec.network, spec.seed)

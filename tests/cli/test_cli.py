@@ -110,7 +110,10 @@ def test_eval_warns_for_model_outside_run_dir(trained_run, tmp_path, capsys):
     foreign.write_bytes(open(os.path.join(trained_run, "model.zip"), "rb").read())
     assert main(["eval", str(foreign)]) == 2
     err = capsys.readouterr().err
-    assert "pickled code" in err and "--env" in err
+    assert "--env" in err and "pickled code" not in err  # nothing is loaded without --env: one line
+    assert main(["eval", str(foreign), "--env", "RetroKit/Breakout-v0"]) == 2  # loaded, then refused
+    err = capsys.readouterr().err
+    assert "pickled code" in err and "model expects" in err
 
 
 def test_plot_writes_png(trained_run, tmp_path, capsys):

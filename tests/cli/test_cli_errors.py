@@ -9,6 +9,8 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -89,8 +91,18 @@ NO_CUDA = pytest.mark.skipif(_cuda(), reason="this machine has a CUDA GPU: the r
         (["--set", "ent_coef=-0.01"], ["ent_coef must be >= 0"]),
         (["--set", "n_steps=0"], ["n_steps must be >= 1"]),
         (["--set", "clip_range=0"], ["clip_range must be > 0"]),
+        (["--set", "train_freq=0"], ["train_freq must be >= 1"]),
+        (["--set", "train_freq=[0, step]"], ["train_freq must be >= 1"]),
+        # the vector backend is an option of its own (RLlib failed with a TypeError)
+        ([*RLLIB, "--env-kwarg", "backend=bogus"], ["--env-kwarg backend=bogus", "use --backend bogus"]),
+        (["--env-kwarg", "backend=native"], ["use --backend native"]),
         # counts are whole numbers, never rounded
         (["--n-envs", "2.7"], ["--n-envs", "'2.7' is not a whole number"]),
+        # seeds numpy and gymnasium take (tracebacks from numpy before); empty values are not defaults
+        (["--seed", "-1"], ["--seed", "must be in [0, 4294967295]"]),
+        (["--seed", "4294967296"], ["--seed", "must be in [0, 4294967295]"]),
+        (["--timesteps", ""], ["--timesteps ''", "not a number"]),
+        (["--run-dir", ""], ["--run-dir ''", "names no folder"]),
         ([*RLLIB, "--num-env-runners", "1.5"], ["--num-env-runners", "not a whole number"]),
     ],
 )
@@ -168,6 +180,7 @@ def run_dir(tmp_path_factory) -> str:
         (["--env", "RetroKit/Breakout-v0"], ["model expects", "6 actions", "RetroKit/Breakout-v0", "and 4"]),
         (["--env-kwarg", "frame_stack=2"], ["model expects", "(4, 84, 84)", "(2, 84, 84)"]),
         (["--device", "tpu"], ["unknown device 'tpu'"]),
+        (["--seed", "-1"], ["--seed", "must be in [0, 4294967295]"]),
     ],
 )
 def test_eval_mistakes_say_what_the_model_expects(argv, needles, run_dir, tmp_path):
@@ -216,3 +229,64 @@ def test_plot_warns_about_rows_that_are_not_numbers(run_dir, tmp_path):
     assert str(os.path.join("run", "monitor", "0.monitor.csv")) in lines[0] and "skipped 2 row" in lines[0]
     assert "run: 2 games" in res.stdout  # the two good rows are plotted
     assert (tmp_path / "curves.png").exists()
+
+
+def _foreign_zip(path) -> None:
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("data", "{not json")
+
+
+@pytest.mark.parametrize(
+    "cmd, kind, argv, needles",
+    [
+        ("eval", "text", ["--env", ENV], ["model.zip is not an SB3 model file", "not a zip file"]),
+        ("eval", "truncated", ["--env", ENV], ["model.zip is not an SB3 model file"]),
+        ("eval", "foreign", ["--env", ENV], ["model.zip is not an SB3 model file"]),
+        ("eval", "text", [], ["pass --env ENV_ID"]),
+        ("record", "foreign", ["--env", ENV, "--out", "a.mp4"], ["model.zip is not an SB3 model file"]),
+    ],
+)
+def test_a_model_file_that_cannot_load_is_the_only_line(cmd, kind, argv, needles, run_dir, tmp_path):
+    # the warning about pickled code comes only before a real load: an error that needs no load is the
+    # one line on stderr
+    model = tmp_path / "model.zip"
+    if kind == "text":
+        model.write_text("not a model\n")
+    elif kind == "truncated":
+        data = (Path(run_dir) / "model.zip").read_bytes()
+        model.write_bytes(data[: len(data) // 2])
+    else:
+        _foreign_zip(model)
+    before = files_under(str(tmp_path))
+    line = assert_one_line_error(retrokit(cmd, "model.zip", *argv, cwd=str(tmp_path)), *needles)
+    assert "warning" not in line
+    assert files_under(str(tmp_path)) == before
+
+
+def test_import_roms_of_an_unreadable_folder_is_refused(tmp_path):
+    roms = tmp_path / "roms"
+    roms.mkdir()
+    roms.chmod(0o000)
+    try:
+        res = retrokit("import-roms", "roms", cwd=str(tmp_path), modes_bind=True)
+    finally:
+        roms.chmod(0o755)
+    assert_one_line_error(res, "roms: permission denied")
+
+
+def test_no_command_prints_the_help_and_one_error_line(tmp_path):
+    res = retrokit(cwd=str(tmp_path))
+    assert_one_line_error(res, "missing COMMAND")
+    assert "usage: retrokit" in res.stdout
+
+
+def test_a_reader_that_goes_away_gets_no_traceback(tmp_path):
+    # `retrokit list | head -1`
+    proc = subprocess.Popen(
+        [RETROKIT, "list"], cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV_VARS
+    )
+    assert proc.stdout.readline().startswith(b"RetroKit/")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141  # 128 + SIGPIPE, as a shell reports a command ended by it
+    assert err == ""
