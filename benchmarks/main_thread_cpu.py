@@ -9,11 +9,13 @@ never in CI::
 
     python benchmarks/main_thread_cpu.py                 # N in 1, 4, 8, 16
     python benchmarks/main_thread_cpu.py --sizes 8 --env-steps 4000 --repeats 5
+    python benchmarks/main_thread_cpu.py --sizes 4 8 --retro   # with the stable-retro path
 
 Contenders: ``gym.make_vec("RetroKit/Pong-v0", backend="native")`` (the kit's DeepMind stack, frames
 equal to SB3's AtariWrapper), raw ``AtariVectorEnv("pong", N)`` (ale-py's own preprocessing) and EnvPool
-``Pong-v5`` when installed. Prints the medians of ``--repeats`` (the contenders interleaved) and the
-wall-clock env steps/s of the same loops.
+``Pong-v5`` when installed; with ``--retro`` also ``RetroKit/Pong-Atari2600-v0`` (stable-retro in one
+worker process per env, its warp done there; process CPU then counts only the calling process). Prints
+the medians of ``--repeats`` (the contenders interleaved) and the wall-clock env steps/s of the same loops.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ def kit_native(n: int):
     import retro_atari_kit  # noqa: F401
 
     return gym.make_vec("RetroKit/Pong-v0", num_envs=n, backend="native")
+
+
+def kit_retro(n: int):
+    import retro_atari_kit  # noqa: F401
+
+    # stable-retro: one env per worker process, each warping its own frames; the calling thread stacks
+    return gym.make_vec("RetroKit/Pong-Atari2600-v0", num_envs=n)
 
 
 def raw_ale(n: int):
@@ -76,8 +85,13 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 8, 16])
     parser.add_argument("--env-steps", type=int, default=8000, help="env steps per measurement (all N envs)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--retro", action="store_true", help="also the kit's stable-retro Pong (shared-memory subprocesses)"
+    )
     args = parser.parse_args()
     contenders = {"kit native": kit_native, "raw AtariVectorEnv": raw_ale}
+    if args.retro:
+        contenders["kit retro subprocess"] = kit_retro
     try:
         import envpool  # noqa: F401
 
