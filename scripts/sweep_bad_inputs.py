@@ -340,6 +340,8 @@ def train_cases() -> list[Case]:
     train(g, "ppo", ENV, *rl, "--envs-per-runner", "0", *quick, needles=("--envs-per-runner",))
     train(g, "ppo", ENV, "--num-env-runners", "2", *quick, needles=("--engine rllib",))
     train(g, "ppo", ENV, "--address", "auto", *quick, needles=("--engine rllib",))
+    for algo in ("ppo", "a2c"):  # no replay buffer: the flag would be ignored
+        train(g, algo, ENV, "--save-replay-buffer", *quick, needles=("--save-replay-buffer",))
 
     g = "train: run dir"
     train(g, "ppo", ENV, "--run-dir", "afile", "--timesteps", "64", setup=[text("afile")])
@@ -547,6 +549,9 @@ def other_cases() -> list[Case]:
     cases += [
         Case(g, ["import-roms", "missing"]),
         Case(g, ["import-roms"]),
+        # not ROMs: reported as skipped (exit 0), nothing installed or written
+        Case(g, ["import-roms", "notes.txt"], setup=[text("notes.txt")], expect="clean"),
+        Case(g, ["import-roms", "z"], setup=[text("z/bad.zip", b"PK\x03\x04garbage")], expect="clean"),
         Case(g, ["import-roms", "roms"], setup=[folder("roms", 0o000)], read_only_binds=True),
     ]
     g = "bench"

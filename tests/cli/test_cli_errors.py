@@ -103,6 +103,8 @@ NO_CUDA = pytest.mark.skipif(_cuda(), reason="this machine has a CUDA GPU: the r
         (["--seed", "4294967296"], ["--seed", "must be in [0, 4294967295]"]),
         (["--timesteps", ""], ["--timesteps ''", "not a number"]),
         (["--run-dir", ""], ["--run-dir ''", "names no folder"]),
+        # an on-policy algo has no replay buffer: the flag was silently ignored
+        (["--save-replay-buffer"], ["--save-replay-buffer", "ppo has no replay buffer"]),
         ([*RLLIB, "--num-env-runners", "1.5"], ["--num-env-runners", "not a whole number"]),
     ],
 )

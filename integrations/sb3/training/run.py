@@ -121,6 +121,11 @@ def prepare(spec: TrainSpec, force: bool = False, out: Print = print) -> tuple[d
     """Resolve and validate a new run (env, ROM, backend, hyperparameters, memory, run dir), then create
     the run dir with its config. Nothing is written before every check passed."""
     config = resolve_config(spec)
+    if config["save_replay_buffer"] and config["algo"] not in OFF_POLICY:  # it would be silently ignored
+        raise RunError(
+            f"--save-replay-buffer: {config['algo']} has no replay buffer "
+            f"({' and '.join(OFF_POLICY)} have one); drop it"
+        )
     obs_space, _ = probe_env(config["env_id"], config["env_kwargs"])
     game = gym.spec(config["env_id"]).kwargs["game"]
     try:
