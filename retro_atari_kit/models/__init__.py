@@ -1,7 +1,7 @@
 """Torch models for Atari-style frames: uint8 in, normalised once, on the device (no SB3 import here).
 
-``NatureCNN`` and ``ImpalaCNN`` accept ``(B, C, H, W)`` uint8 frames (divided by 255 once, inside the
-module) or float frames already in [0, 1] (used as is). The SB3 adapters live in
+``NatureCNN`` and ``ImpalaCNN`` accept ``(B, C, H, W)`` (or one ``(C, H, W)``) uint8 frames (divided by
+255 once, inside the module) or float frames already in [0, 1] (used as is). The SB3 adapters live in
 ``retro_atari_kit.integrations.sb3.extractors``.
 
 ``NETWORKS`` (the one list of network names, ``--network`` choices) is importable without torch; the

@@ -16,7 +16,9 @@ def to_unit_float(x: torch.Tensor, channels_last: bool) -> torch.Tensor:
     The memory format is switched before the cast, so a uint8 tensor (4x fewer bytes) is what gets permuted.
     """
     if x.dim() != 4:
-        raise ValueError(f"expected a batch of images (B, C, H, W), got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"expected a batch of images (B, C, H, W) or one image (C, H, W), got shape {tuple(x.shape)}"
+        )
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
     if x.dtype == torch.uint8:
@@ -67,4 +69,9 @@ class ChannelsLastMixin:
 
     def _prepare_input(self, x: torch.Tensor) -> torch.Tensor:
         self._apply_weight_format()
-        return to_unit_float(x, self.channels_last)
+        return to_unit_float(x.unsqueeze(0) if x.dim() == 3 else x, self.channels_last)
+
+    @staticmethod
+    def _match_batch(features: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        # one image in (as torch's convolutions accept, and TorchRL's single envs give), one vector out
+        return features.squeeze(0) if x.dim() == 3 else features

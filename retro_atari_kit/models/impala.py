@@ -50,8 +50,9 @@ class ImpalaCNN(ChannelsLastMixin, nn.Module):
     """IMPALA CNN: per depth a stage (conv 3x3, max-pool 3/2, ``blocks_per_stage`` residual blocks), then
     ReLU, flatten, fc ``features_dim``, ReLU.
 
-    Input: a batch ``(B, C, H, W)`` of square images, either **uint8 in [0, 255]** (divided by 255 here,
-    once, on the tensor's device) or **float already in [0, 1]** (used as is, never divided again).
+    Input: a batch ``(B, C, H, W)`` of square images (or one ``(C, H, W)`` image: then the output has no
+    batch dimension either), either **uint8 in [0, 255]** (divided by 255 here, once, on the tensor's
+    device) or **float already in [0, 1]** (used as is, never divided again).
     Each stage halves the size (rounding up): 84 -> 42 -> 21 -> 11.
 
     CoinRun variants (Cobbe et al. 2019): ``dropout`` > 0 adds channel dropout (``nn.Dropout2d``) after every
@@ -113,5 +114,5 @@ class ImpalaCNN(ChannelsLastMixin, nn.Module):
         self._apply_weight_format()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.stages(self._prepare_input(x)))
-        return self.fc(torch.flatten(x, 1))
+        h = F.relu(self.stages(self._prepare_input(x)))
+        return self._match_batch(self.fc(torch.flatten(h, 1)), x)

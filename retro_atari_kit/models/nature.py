@@ -13,8 +13,9 @@ from retro_atari_kit.models._common import ChannelsLastMixin, conv_output_size, 
 class NatureCNN(ChannelsLastMixin, nn.Module):
     """Nature CNN: conv 32x8/4, conv 64x4/2, conv 64x3/1, fc ``features_dim``; ReLU after each.
 
-    Input: a batch ``(B, C, H, W)`` of square images, either **uint8 in [0, 255]** (divided by 255 here,
-    once, on the tensor's device) or **float already in [0, 1]** (used as is, never divided again).
+    Input: a batch ``(B, C, H, W)`` of square images (or one ``(C, H, W)`` image: then the output has no
+    batch dimension either), either **uint8 in [0, 255]** (divided by 255 here, once, on the tensor's
+    device) or **float already in [0, 1]** (used as is, never divided again).
     Any size that survives the three strides works (36 and up); 84x84 is the standard.
 
     Output: ``(B, features_dim)`` features after the final ReLU.
@@ -68,4 +69,4 @@ class NatureCNN(ChannelsLastMixin, nn.Module):
         self._apply_weight_format()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.cnn(self._prepare_input(x)))
+        return self._match_batch(self.fc(self.cnn(self._prepare_input(x))), x)

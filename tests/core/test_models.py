@@ -107,8 +107,20 @@ def test_bad_arguments_raise_one_clear_error(make, match):
         make()
 
 
+@pytest.mark.parametrize("model_class", [NatureCNN, ImpalaCNN])
+def test_one_image_gives_one_feature_vector(model_class):
+    """(C, H, W) in, (features,) out, equal to the batched result (TorchRL's single envs give one image)."""
+    torch.manual_seed(0)
+    model = model_class()
+    frames = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
+    batched = model(frames)
+    single = model(frames[1])
+    assert single.shape == batched.shape[1:]
+    torch.testing.assert_close(single, batched[1], rtol=1e-5, atol=1e-5)
+
+
 def test_bad_input_raises():
     with pytest.raises(ValueError, match="B, C, H, W"):
-        NatureCNN()(torch.zeros(4, 84, 84, dtype=torch.uint8))
+        NatureCNN()(torch.zeros(84, 84, dtype=torch.uint8))
     with pytest.raises(TypeError, match="uint8"):
         NatureCNN()(torch.zeros(1, 4, 84, 84, dtype=torch.int32))
