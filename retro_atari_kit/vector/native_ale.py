@@ -242,9 +242,13 @@ class NativeDriver:
         self._raw[i] = obs[0, 0]
         return self._raw[i], self._info(i)
 
-    def _core_step(self, i: int, action: int):
+    def _step_one(self, i: int, action: int, life: bool):
+        """One step of env ``i`` alone (during its reset): below EpisodicLife (``life=False``, as the
+        wrapper's own NOOP continuation) or above it (``life=True``, as FireReset's steps)."""
         self._send([i], [action])
-        rewards, terminated, truncated, _, episodes = self._recv([i])
+        rewards, terminated, truncated, lives, episodes = self._recv([i])
+        if life:
+            terminated = self._life([i], terminated, truncated, lives)
         return (
             self._raw[i],
             float(rewards[0]),
@@ -263,23 +267,14 @@ class NativeDriver:
         self.continue_game[rows] = continue_game
         return terminated
 
-    def _life_step(self, i: int, action: int):
-        self._send([i], [action])
-        rewards, terminated, truncated, lives, episodes = self._recv([i])
-        terminated = self._life([i], terminated, truncated, lives)
-        return (
-            self._raw[i],
-            float(rewards[0]),
-            bool(terminated[0]),
-            bool(truncated[0]),
-            self._info(i, episodes),
-        )
-
     def _life_reset(self, i: int, seed: int | None) -> tuple[np.ndarray, dict]:
         continue_game = self.episodic and bool(self.continue_game[i])
         self.continue_game[i] = False
         obs, info = continue_or_reset(
-            continue_game, seed, lambda: self._core_step(i, NOOP), lambda: self._core_reset(i, seed)
+            continue_game,
+            seed,
+            lambda: self._step_one(i, NOOP, life=False),
+            lambda: self._core_reset(i, seed),
         )
         self.lives[i] = info["lives"]
         return obs, info
@@ -289,7 +284,9 @@ class NativeDriver:
         """Reset env ``i`` as the wrapper stack does; its new RGB frame is left in ``_raw[i]``."""
         _, info = self._life_reset(i, seed)
         if self.fire:
-            _, info = fire_start(lambda action: self._life_step(i, action), lambda: self._life_reset(i, None))
+            _, info = fire_start(
+                lambda action: self._step_one(i, action, life=True), lambda: self._life_reset(i, None)
+            )
         return info
 
     def _warp(self, envs: list[int]) -> None:
