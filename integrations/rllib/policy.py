@@ -21,7 +21,14 @@ from retro_atari_kit.runs import RunError, final_model_path, list_checkpoints, l
 POLICY_FILE = "policy.pt"
 FORMAT = 1
 
-__all__ = ["POLICY_FILE", "KitPolicy", "load_model", "policy_payload", "resolve_policy_path"]
+__all__ = [
+    "POLICY_FILE",
+    "KitPolicy",
+    "load_model",
+    "policy_payload",
+    "read_policy_file",
+    "resolve_policy_path",
+]
 
 
 def policy_payload(
@@ -141,12 +148,19 @@ def resolve_policy_path(path: str) -> str:
     raise RunError(f"{path}: no such run dir, checkpoint dir or {POLICY_FILE}")
 
 
+def read_policy_file(file: str) -> dict[str, Any]:
+    """The payload of a ``policy.pt`` (:func:`policy_payload`); torch's exception if it cannot be read.
+
+    ``weights_only``: plain tensors and built-in types, no pickled code. ``mmap``: tensors are read from the
+    file only when used, so a caller that needs only ``steps`` or ``algo`` reads a few bytes."""
+    return torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+
+
 def load_model(path: str, device: str = "auto", algo: str | None = None) -> KitPolicy:
     """The policy of an RLlib run dir, checkpoint dir or ``policy.pt`` (torch only; ``algo`` is checked)."""
     file = resolve_policy_path(path)
     try:
-        # weights_only: plain tensors and built-in types, no pickled code
-        payload = torch.load(file, map_location="cpu", weights_only=True)
+        payload = read_policy_file(file)
     except Exception as exc:  # noqa: BLE001  (corrupt or foreign file)
         raise RunError(
             f"cannot read {file}: {str(exc).strip().splitlines()[0]}; pick another checkpoint"

@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 from retro_atari_kit.integrations.rllib.hyperparams import ALGOS
-from retro_atari_kit.integrations.rllib.policy import POLICY_FILE
+from retro_atari_kit.integrations.rllib.policy import POLICY_FILE, read_policy_file
 
 from retro_atari_kit.runs import RunError, check_config_fields, config_field_error
 
@@ -62,11 +62,9 @@ def check_resumed_config(config: dict[str, Any], path: str) -> None:
 
 def checkpoint_payload(checkpoint: str) -> dict[str, Any]:
     """``checkpoint``'s ``policy.pt`` (algo, observation shape, actions, weights); RunError if unreadable."""
-    import torch
-
     policy = os.path.join(checkpoint, POLICY_FILE)
     try:
-        payload = torch.load(policy, map_location="cpu", weights_only=False)
+        payload = read_policy_file(policy)
         payload["algo"], tuple(payload["obs_shape"]), int(payload["n_actions"])
     except Exception as exc:  # noqa: BLE001 - any damage means "unreadable"
         raise RunError(

@@ -17,7 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 from retro_atari_kit.integrations.rllib.hyperparams import ALGOS, get_preset, with_overrides
-from retro_atari_kit.integrations.rllib.policy import POLICY_FILE, load_model, policy_payload
+from retro_atari_kit.integrations.rllib.policy import (
+    POLICY_FILE,
+    load_model,
+    policy_payload,
+    read_policy_file,
+)
 
 from retro_atari_kit.runs import (
     CONFIG_FILE,
@@ -185,7 +190,7 @@ def latest_model(run_dir: str) -> tuple[str, int | None]:
     if os.path.isfile(os.path.join(final, POLICY_FILE)):
         # the final model is a copy of the last checkpoint (or an export without checkpoints): its own
         # policy.pt records the steps
-        return final, load_model(final).num_timesteps
+        return final, int(read_policy_file(os.path.join(final, POLICY_FILE))["steps"])
     if not ckpts:
         raise RunError(f"{run_dir} has no checkpoint yet; train longer or resume it")
     return ckpts[-1][1], ckpts[-1][0]
