@@ -29,7 +29,6 @@ def run(args: argparse.Namespace) -> int:
     with user_errors():
         backend = engine(load_config(args.run_dir)["engine"])
         check_export_target(args.out_dir)
-        backend.latest_model(args.run_dir)  # a run with a model, before anything is written
         # written next to OUT_DIR, renamed into place when complete: a failure leaves no half export
         staging = os.path.join(os.path.dirname(os.path.abspath(args.out_dir)), f".export-{os.getpid()}")
         try:
