@@ -41,6 +41,29 @@ def reference_run(env_id, num_envs, seed, actions, **kwargs):
     return first, steps
 
 
+def assert_env_step(step: tuple, i: int, ref: tuple, where: str, check_frame: bool = True) -> bool:
+    """Env ``i`` of a vector env's ``step`` result equals the reference env's step ``ref``: frame (unless
+    ``check_frame`` is False), reward, flags, lives and the true score. True when the step ended a game."""
+    obs, rewards, terms, truncs, info = step
+    r_obs, r_rew, r_term, r_trunc, r_info = ref
+    if check_frame:
+        np.testing.assert_array_equal(obs[i], r_obs, err_msg=where)
+    assert (rewards[i], terms[i], truncs[i]) == (r_rew, r_term, r_trunc), where
+    assert info["lives"][i] == r_info["lives"], where
+    has_episode = "_episode" in info and bool(info["_episode"][i])
+    assert has_episode == ("episode" in r_info), where
+    if has_episode:
+        assert info["episode"]["r"][i] == r_info["episode"]["r"], where
+        assert info["episode"]["l"][i] == r_info["episode"]["l"], where
+    return has_episode
+
+
+@pytest.fixture(name="assert_env_step")
+def assert_env_step_fixture():
+    """:func:`assert_env_step`."""
+    return assert_env_step
+
+
 @pytest.fixture(name="reference_run")
 def reference_run_fixture():
     """:func:`reference_run`: the oracle every vector backend is compared with."""

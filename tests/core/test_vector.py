@@ -19,32 +19,33 @@ from retro_atari_kit.vector import make_vector_env, resolve_backend
 BACKENDS = ["native", "subprocess", "inprocess"]
 
 
-def assert_same(venv, first, steps, actions, backend):
-    obs, _ = venv.reset(seed=7)
-    np.testing.assert_array_equal(obs, first)
-    games = lives_ends = 0
-    for t, action in enumerate(actions):
-        obs, rewards, terms, truncs, info = venv.step(action)
-        assert obs.dtype == np.uint8 and obs.shape == venv.observation_space.shape
-        for i, (r_obs, r_rew, r_term, r_trunc, r_info) in enumerate(steps[t]):
-            game_over_frame = backend == "native" and r_term and "episode" in r_info
-            if not game_over_frame:
-                np.testing.assert_array_equal(obs[i], r_obs, err_msg=f"step {t} env {i}")
-            assert rewards[i] == r_rew and terms[i] == r_term and truncs[i] == r_trunc, (t, i)
-            assert info["lives"][i] == r_info["lives"]
-            has_episode = "_episode" in info and bool(info["_episode"][i])
-            assert has_episode == ("episode" in r_info), (t, i)
-            if has_episode:
-                games += 1
-                assert info["episode"]["r"][i] == r_info["episode"]["r"]
-                assert info["episode"]["l"][i] == r_info["episode"]["l"]
-            elif r_term:
-                lives_ends += 1
-    return games, lives_ends
+@pytest.fixture(name="assert_same")
+def assert_same_fixture(assert_env_step):
+    """``assert_same(venv, first, steps, actions, backend) -> (games, life-loss ends)``: the vector env
+    played with ``actions`` equals the reference run (``reference_run``'s ``first``, ``steps``)."""
+
+    def assert_same(venv, first, steps, actions, backend):
+        obs, _ = venv.reset(seed=7)
+        np.testing.assert_array_equal(obs, first)
+        games = lives_ends = 0
+        for t, action in enumerate(actions):
+            obs, rewards, terms, truncs, info = venv.step(action)
+            assert obs.dtype == np.uint8 and obs.shape == venv.observation_space.shape
+            for i, ref in enumerate(steps[t]):
+                r_term, r_info = ref[2], ref[4]
+                game_over_frame = backend == "native" and r_term and "episode" in r_info
+                step = (obs, rewards, terms, truncs, info)
+                if assert_env_step(step, i, ref, f"step {t} env {i}", check_frame=not game_over_frame):
+                    games += 1
+                elif r_term:
+                    lives_ends += 1
+        return games, lives_ends
+
+    return assert_same
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_backend_equals_gym_make_breakout(reference_run, backend):
+def test_backend_equals_gym_make_breakout(reference_run, assert_same, backend):
     """Life losses (episodic life, continue + FIRE), game overs, fire reset, clipping, true scores."""
     kwargs = {"noop_max": 0}
     actions = np.random.default_rng(0).integers(0, 4, size=(500, 2))
@@ -59,7 +60,7 @@ def test_backend_equals_gym_make_breakout(reference_run, backend):
 
 
 @pytest.mark.parametrize("backend", ["native", "subprocess"])
-def test_backend_equals_gym_make_pong_truncation_and_options(reference_run, backend):
+def test_backend_equals_gym_make_pong_truncation_and_options(reference_run, assert_same, backend):
     """Time limit truncation, no clipping, no episodic life, frame_stack=2, one env."""
     kwargs = {
         "noop_max": 0,

@@ -48,6 +48,17 @@ def assert_same_info(kit: dict, ref: dict, where: str, native_game_over: np.ndar
         np.testing.assert_array_equal(value, ref_value, err_msg=f"{where}.{key}")
 
 
+def step_both(ref: SyncVectorEnv, kit, action: np.ndarray, t: int):
+    """One step of gymnasium's env and the kit's: the same observations, rewards and flags; both results."""
+    r_obs, r_rew, r_term, r_trunc, r_info = ref.step(action)
+    obs, rew, term, trunc, info = kit.step(action)
+    np.testing.assert_array_equal(obs, r_obs, err_msg=f"step {t}")
+    np.testing.assert_array_equal(rew, r_rew)
+    np.testing.assert_array_equal(term, r_term)
+    np.testing.assert_array_equal(trunc, r_trunc)
+    return (obs, rew, term, trunc, info), r_info
+
+
 def game_over(backend: str, terms: np.ndarray, info: dict) -> np.ndarray:
     final = info.get("final_info", {})
     ended = final.get("_episode", np.zeros_like(terms))
@@ -70,12 +81,7 @@ def test_same_step_info_layout_equals_gymnasium(backend):
         np.testing.assert_array_equal(obs, r_obs)
         assert_same_info(info, r_info, "reset", np.zeros(2, dtype=bool))
         for t, action in enumerate(actions):
-            r_obs, r_rew, r_term, r_trunc, r_info = ref.step(action)
-            obs, rew, term, trunc, info = kit.step(action)
-            np.testing.assert_array_equal(obs, r_obs, err_msg=f"step {t}")
-            np.testing.assert_array_equal(rew, r_rew)
-            np.testing.assert_array_equal(term, r_term)
-            np.testing.assert_array_equal(trunc, r_trunc)
+            (obs, rew, term, trunc, info), r_info = step_both(ref, kit, action, t)
             assert_same_info(info, r_info, f"step {t}", game_over(backend, term, info))
             assert "episode" not in info  # the true score is not repeated at the top level
             if "final_info" in r_info:
@@ -103,12 +109,7 @@ def test_disabled_autoreset_equals_gymnasium(backend):
         obs, info = kit.reset(seed=7)
         np.testing.assert_array_equal(obs, r_obs)
         for t, action in enumerate(actions):
-            r_obs, r_rew, r_term, r_trunc, r_info = ref.step(action)
-            obs, rew, term, trunc, info = kit.step(action)
-            np.testing.assert_array_equal(obs, r_obs, err_msg=f"step {t}")
-            np.testing.assert_array_equal(rew, r_rew)
-            np.testing.assert_array_equal(term, r_term)
-            np.testing.assert_array_equal(trunc, r_trunc)
+            (obs, rew, term, trunc, info), r_info = step_both(ref, kit, action, t)
             assert_same_info(info, r_info, f"step {t}", np.zeros(3, dtype=bool))
             done = term | trunc
             if done.any():
