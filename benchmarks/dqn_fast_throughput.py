@@ -6,7 +6,8 @@ window is all training):
 
 - ``sb3``: plain SB3, ``make_atari_env("PongNoFrameskip-v4")`` + ``VecFrameStack(4)`` + ``DQN("CnnPolicy")``
   with SB3's ``ReplayBuffer``, one env step + one batch of 32 per iteration;
-- ``kit``: the kit's synchronous ``pong-dqn`` preset (``make_vec_env``, Nature CNN, ``CompactReplayBuffer``);
+- ``kit``: the kit's synchronous ``pong-dqn`` preset (``make_vec_env``, Nature CNN, ``CompactReplayBuffer``,
+  fused Adam); ``kit-unfused``: the same with torch's default (per-weight) Adam;
 - ``kit-steps<k>``: the same with ``train_freq=k`` and ``batch_size=32k`` (change 1; same samples per step);
 - ``par-steps<k>``: ``kit-steps<k>`` with env play in its own process (change 2; ``pong-dqn-fast`` is k=4).
 
@@ -102,6 +103,8 @@ def contenders(steps_list: list[int], parallel_list: list[int]) -> dict:
     ``par-steps<k>`` without a suffix is ``pong-dqn-fast`` as shipped (KitDQNPolicy) at train_freq k, with
     the trainer on cores - 1 torch threads; ``-t2``: the trainer on 2 threads."""
     out = {"sb3": make_sb3, "kit": lambda ls: make_kit(1, ls)}
+    # the preset with torch's Adam as a loop over the weights instead of the one fused kernel
+    out["kit-unfused"] = lambda ls: make_kit(1, ls, overrides={"policy_kwargs.optimizer_kwargs.fused": False})
     for k in steps_list:
         out[f"kit-steps{k}"] = lambda ls, k=k: make_kit(k, ls)
     for k in parallel_list:

@@ -142,6 +142,8 @@ def test_every_preset_builds_a_model(algo, cls, name):
             assert model.clip_range(0.5) == pytest.approx(0.05)
             # SB3's Adam settings for actor-critic policies, as the fused kernel
             assert model.policy.optimizer.defaults["eps"] == 1e-5 and model.policy.optimizer.defaults["fused"]
+        if algo == "dqn":  # torch's Adam defaults, as SB3's DQN, as the fused kernel
+            assert model.policy.optimizer.defaults["eps"] == 1e-8 and model.policy.optimizer.defaults["fused"]
         if algo in ("ppo", "a2c"):
             assert isinstance(model.rollout_buffer, ChannelsLastRolloutBuffer)
     finally:
