@@ -277,7 +277,9 @@ class ChildProcess:
                     fatal = message
         except (EOFError, OSError):
             pass
-        self.process.join(1.0)  # reap it, and let its exit code arrive
+        # reap it, and let its exit code arrive; a child that sent its last words is exiting, but tearing down
+        # an interpreter with torch loaded can take seconds on a busy machine
+        self.process.join(5.0 if fatal is not None else 1.0)
         code = self.process.exitcode
         reason = fatal[1] if fatal is not None else exit_reason(code)
         if self.started:
