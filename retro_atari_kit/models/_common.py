@@ -28,6 +28,13 @@ def to_unit_float(x: torch.Tensor, channels_last: bool) -> torch.Tensor:
     return x
 
 
+def check_positive_ints(**values: object) -> None:
+    """ValueError naming the first argument that is not a positive int (bools are not ints here)."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
 def conv_output_size(size: int, kernel: int, stride: int, padding: int = 0) -> int:
     """Spatial size after a conv / pool layer (floor division, as torch computes it)."""
     return (size + 2 * padding - kernel) // stride + 1

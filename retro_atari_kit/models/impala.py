@@ -9,7 +9,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from retro_atari_kit.models._common import ChannelsLastMixin, conv_output_size, init_orthogonal
+from retro_atari_kit.models._common import (
+    ChannelsLastMixin,
+    check_positive_ints,
+    conv_output_size,
+    init_orthogonal,
+)
 
 
 def _conv_block(in_ch: int, out_ch: int, batch_norm: bool, dropout: float) -> nn.Sequential:
@@ -80,13 +85,7 @@ class ImpalaCNN(ChannelsLastMixin, nn.Module):
         channels_last: bool = True,
     ) -> None:
         super().__init__()
-        for name, value in (
-            ("in_channels", in_channels),
-            ("image_size", image_size),
-            ("features_dim", features_dim),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_ints(in_channels=in_channels, image_size=image_size, features_dim=features_dim)
         depths = tuple(depths)
         if not depths or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in depths):
             raise ValueError(f"depths must be a non-empty sequence of positive ints, got {depths!r}")

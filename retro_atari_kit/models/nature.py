@@ -7,7 +7,12 @@ import math
 import torch
 from torch import nn
 
-from retro_atari_kit.models._common import ChannelsLastMixin, conv_output_size, init_orthogonal
+from retro_atari_kit.models._common import (
+    ChannelsLastMixin,
+    check_positive_ints,
+    conv_output_size,
+    init_orthogonal,
+)
 
 
 class NatureCNN(ChannelsLastMixin, nn.Module):
@@ -38,13 +43,7 @@ class NatureCNN(ChannelsLastMixin, nn.Module):
         channels_last: bool = True,
     ) -> None:
         super().__init__()
-        for name, value in (
-            ("in_channels", in_channels),
-            ("image_size", image_size),
-            ("features_dim", features_dim),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_ints(in_channels=in_channels, image_size=image_size, features_dim=features_dim)
         size = image_size
         for k, s in ((8, 4), (4, 2), (3, 1)):
             size = conv_output_size(size, k, s)

@@ -44,6 +44,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from retro_atari_kit.catalog import ale_game
+from retro_atari_kit.envs.ale import MAX_FRAMES_PER_EPISODE
 from retro_atari_kit.vector._stacked import BatchedInfos, Seeds, StackedVectorEnv
 from retro_atari_kit.vector._warp import FrameWarper, default_warp_threads
 from retro_atari_kit.wrappers.clip_reward import clip_to_sign
@@ -52,7 +53,6 @@ from retro_atari_kit.wrappers.fire_reset import fire_reset_enabled, fire_start
 from retro_atari_kit.wrappers.true_score import episode_record
 
 NOOP = 0
-MAX_FRAMES_PER_EPISODE = 108_000
 _PADDLE = [1.0]  # paddle strength of a discrete action
 _COUNTERS = ("lives", "episode_frame_number", "frame_number")  # ALE's info keys, present for every env
 
