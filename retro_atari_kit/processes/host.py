@@ -227,8 +227,7 @@ class ChildProcess:
             raise
         status = message[0]
         if status == OK:
-            if not self.started:
-                self.started = True
+            self.started = True
             return message[1]
         if status == ERROR:
             self.started = True

@@ -135,9 +135,8 @@ def check_new_run(spec: TrainSpec, force: bool = False) -> tuple[str, gym.Space,
             f"--env-kwarg backend={spec.env_kwargs['backend']}: the vector backend is not an env kwarg; "
             f"use --backend {spec.env_kwargs['backend']}"
         )
-    env_kwargs = dict(spec.env_kwargs)
-    obs_space, action_space = probe_env(spec.env_id, env_kwargs)
-    check_backend(spec.env_id, spec.backend, env_kwargs)
+    obs_space, action_space = probe_env(spec.env_id, spec.env_kwargs)
+    check_backend(spec.env_id, spec.backend, spec.env_kwargs)
     run_dir = spec.run_dir or default_run_dir(spec.env_id, spec.algo, spec.network, spec.seed)
     check_run_dir(run_dir, force)
     return run_dir, obs_space, action_space
