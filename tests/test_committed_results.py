@@ -26,6 +26,8 @@ class Committed(NamedTuple):
 
 
 COMMITTED = {
+    # DQN pong-dqn stopped at 365,010 steps, goal met: 100-game arg-max mean 20.24, min 20 (results.md)
+    "pong-dqn-0": Committed("RetroKit/Pong-v0", 365_010, "model.zip", 18.0),
     # 2M steps of A2C with the zoo's settings: 100-game means -20.26 sampled, -21.00 arg-max (results.md)
     "pong-a2c-0": Committed("RetroKit/Pong-v0", 2_000_000, "model.zip", None),
     # arg-max games end 21 or -1 (results.md); seeds 0 and 1 give -1 and 21
