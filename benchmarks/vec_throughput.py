@@ -2,7 +2,8 @@
 
 Atari: Pong, DeepMind-style stack (84x84 gray, frame stack 4, frame skip 4), random actions, N envs:
 
-- kit ``gym.make_vec("RetroKit/Pong-v0")`` with ``backend="auto"`` (native) and ``backend="subprocess"``
+- kit ``gym.make_vec("RetroKit/Pong-v0")`` with ``backend="auto"`` (native) and ``backend="subprocess"``,
+  and the native backend with ``cv2.resize`` instead of the kit's exact resize kernel
 - SB3 ``make_atari_env`` + ``SubprocVecEnv`` + ``VecFrameStack(4)``; SB3 ``DummyVecEnv`` + ``VecFrameStack``
 - gymnasium ``AsyncVectorEnv`` over ``AtariPreprocessing`` + ``FrameStackObservation(4)``
 - raw ale-py ``AtariVectorEnv`` (its own preprocessing, no kit semantics)
@@ -61,6 +62,15 @@ def kit(backend: str, env_id: str = "RetroKit/Pong-v0") -> Callable[[int], _Runn
         return _Runner(venv, "gym", venv.single_action_space.n)
 
     return make
+
+
+def kit_cv2_resize(n: int) -> _Runner:
+    """The native backend with OpenCV's own resize instead of the kit's exact kernel (issue 23)."""
+    from retro_atari_kit.wrappers.area_resize import unload_kernel
+
+    runner = kit("native")(n)
+    unload_kernel()  # the next kit env loads it again (numba's cache, outside the timed loop)
+    return runner
 
 
 def _pong_no_frameskip(**kwargs) -> gym.Env:
@@ -200,6 +210,7 @@ def main() -> None:
 
     atari: dict[str, Callable[[int], _Runner]] = {
         "kit auto (native)": kit("auto"),
+        "kit native, cv2.resize": kit_cv2_resize,
         "kit subprocess": kit("subprocess"),
         "SB3 SubprocVecEnv+VecFrameStack": sb3_atari("subproc"),
         "SB3 DummyVecEnv+VecFrameStack": sb3_atari("dummy"),
@@ -240,6 +251,7 @@ def main() -> None:
         ("kit auto (native)", "SB3 SubprocVecEnv+VecFrameStack"),
         ("kit auto (native)", "ale-py AtariVectorEnv (raw)"),
         ("kit auto (native)", "EnvPool"),
+        ("kit auto (native)", "kit native, cv2.resize"),
         ("kit subprocess", "SB3 SubprocVecEnv+VecFrameStack"),
     ]
     for n in sizes:

@@ -15,7 +15,8 @@ What runs in this process, for all envs at once:
 
 - The warp (crop, ``cv2.COLOR_RGB2GRAY``, ``cv2.INTER_AREA`` resize) of the max-pooled RGB frames runs on
   a few warp threads (:mod:`retro_atari_kit.vector._warp`), off the calling thread, through the same
-  function as :class:`~retro_atari_kit.wrappers.WarpFrame`. ALE's own grayscale is not
+  function as :class:`~retro_atari_kit.wrappers.WarpFrame` (its resize by the exact numba kernel of
+  :mod:`retro_atari_kit.wrappers.area_resize`, loaded when the backend starts). ALE's own grayscale is not
   ``cv2.COLOR_RGB2GRAY`` and gray max-pooling differs from max-pooling RGB, so C++ cannot do it. Each warp
   thread takes a contiguous chunk of envs: it sends their actions, waits for each step (ale-py releases the
   GIL while it waits) and warps the frame at once, while the other envs still emulate.
@@ -47,6 +48,7 @@ from retro_atari_kit.catalog import ale_game
 from retro_atari_kit.envs.ale import MAX_FRAMES_PER_EPISODE
 from retro_atari_kit.vector._stacked import BatchedInfos, Seeds, StackedVectorEnv
 from retro_atari_kit.vector._warp import FrameWarper, default_warp_threads
+from retro_atari_kit.wrappers.area_resize import load_kernel
 from retro_atari_kit.wrappers.clip_reward import clip_to_sign
 from retro_atari_kit.wrappers.episodic_life import continue_or_reset, life_loss_step
 from retro_atari_kit.wrappers.fire_reset import fire_reset_enabled, fire_start
@@ -131,6 +133,7 @@ class NativeDriver:
         try:
             for _ in range(num_envs):
                 self.cores.append(_make_core(rom, cfg))
+            load_kernel()  # the warp's exact INTER_AREA resize, cheaper than cv2's own
             threads = warp_threads if warp_threads is not None else default_warp_threads(num_envs)
             self.warper = FrameWarper(cfg["grayscale"], cfg["crop_score"], threads)
         except BaseException:

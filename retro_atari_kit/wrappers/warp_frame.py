@@ -6,6 +6,8 @@ import cv2
 import gymnasium as gym
 import numpy as np
 
+from retro_atari_kit.wrappers.area_resize import resize_area_into
+
 Box = tuple[int, int, int, int]
 
 
@@ -50,14 +52,15 @@ def warp_into(frame: np.ndarray, out: np.ndarray, grayscale: bool, crop: Box | N
     """:func:`crop_and_resize` writing into ``out``, a ``(C, size, size)`` uint8 array (a view is fine).
 
     The one definition of the warp: :class:`WarpFrame` and the native vector backend's threads call it.
-    Only OpenCV calls touch the pixels, and OpenCV releases the GIL, so threads warp frames in parallel.
+    Only OpenCV calls and a numba ``nogil`` kernel touch the pixels; both release the GIL, so threads warp
+    frames in parallel.
     """
     if crop is not None:
         top, bottom, left, right = crop
         frame = frame[top:bottom, left:right]
     size = out.shape[-1]
     if grayscale:
-        gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
-        cv2.resize(gray, (size, size), dst=out[0], interpolation=cv2.INTER_AREA)
+        # cv2's INTER_AREA result, computed cheaper where the kernel is loaded (see area_resize.py)
+        resize_area_into(cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY), out[0])
     else:
         out[:] = cv2.resize(frame, (size, size), interpolation=cv2.INTER_AREA).transpose(2, 0, 1)
