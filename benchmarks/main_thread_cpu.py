@@ -10,6 +10,7 @@ never in CI::
     python benchmarks/main_thread_cpu.py                 # N in 1, 4, 8, 16
     python benchmarks/main_thread_cpu.py --sizes 8 --env-steps 4000 --repeats 5
     python benchmarks/main_thread_cpu.py --sizes 4 8 --retro   # with the stable-retro path
+    python benchmarks/main_thread_cpu.py --sizes 8 --floor     # with what the native backend cannot avoid
 
 Contenders: ``gym.make_vec("RetroKit/Pong-v0", backend="native")`` (the kit's DeepMind stack, frames
 equal to SB3's AtariWrapper), the same with ``cv2.resize`` instead of the kit's exact resize kernel,
@@ -37,12 +38,60 @@ def kit_native(n: int):
 
 
 def kit_native_cv2_resize(n: int):
-    """The kit's native backend with OpenCV's own resize instead of the kit's exact kernel (issue 23)."""
+    """The kit's native backend with OpenCV's own resize instead of the kit's exact kernel."""
     from retro_atari_kit.wrappers.area_resize import unload_kernel
 
     env = kit_native(n)
     unload_kernel()  # the next kit_native env loads it again (numba's cache, outside the timed loop)
     return env
+
+
+class _Floor:
+    """What the native backend cannot do without: its N single-env ``AtariVectorEnv`` cores stepped with
+    the kit's settings (max-pooled 210x160 RGB frames), every action sent before any step is received,
+    and, with ``warp``, each frame warped (gray, exact resize) in the calling thread. No stacking, no
+    rules, no threads of the kit: the floor under the kit's process CPU."""
+
+    def __init__(self, n: int, warp: bool):
+        import cv2
+
+        from retro_atari_kit.envs.ale import validate_ale_kwargs
+        from retro_atari_kit.vector.native_ale import _make_core
+        from retro_atari_kit.wrappers.area_resize import load_kernel, resize_area_into
+
+        load_kernel()
+        self.cores = [_make_core("pong", validate_ale_kwargs("Pong", {})) for _ in range(n)]
+        self.single_action_space = gym.spaces.Discrete(6)
+        self._paddle = np.ones(1, dtype=np.float32)
+        self._out = np.empty((84, 84), dtype=np.uint8)
+        self._warp = (
+            (lambda rgb: resize_area_into(cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY), self._out)) if warp else None
+        )
+
+    def reset(self, seed: int = 0):
+        for i, core in enumerate(self.cores):
+            core.reset(seed=seed + i)
+
+    def step(self, actions: np.ndarray):
+        ales = [core.ale for core in self.cores]
+        for i, ale in enumerate(ales):
+            ale.send(actions[i : i + 1].astype(np.int64), self._paddle)
+        for ale in ales:
+            obs = ale.recv()[0]
+            if self._warp is not None:
+                self._warp(obs[0, 0])
+
+    def close(self):
+        for core in self.cores:
+            core.close()
+
+
+def kit_floor_frames(n: int):
+    return _Floor(n, warp=False)
+
+
+def kit_floor_warped(n: int):
+    return _Floor(n, warp=True)
 
 
 def kit_retro(n: int):
@@ -96,10 +145,18 @@ def main() -> None:
     parser.add_argument("--env-steps", type=int, default=8000, help="env steps per measurement (all N envs)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also the native backend's floor: its ale-py cores' RGB frames alone, and with the warp",
+    )
+    parser.add_argument(
         "--retro", action="store_true", help="also the kit's stable-retro Pong (shared-memory subprocesses)"
     )
     args = parser.parse_args()
     contenders = {"kit native": kit_native, "kit native, cv2.resize": kit_native_cv2_resize}
+    if args.floor:
+        contenders["floor: RGB frames"] = kit_floor_frames
+        contenders["floor: RGB frames + warp"] = kit_floor_warped
     contenders["raw AtariVectorEnv"] = raw_ale
     if args.retro:
         contenders["kit retro subprocess"] = kit_retro

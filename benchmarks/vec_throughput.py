@@ -65,7 +65,7 @@ def kit(backend: str, env_id: str = "RetroKit/Pong-v0") -> Callable[[int], _Runn
 
 
 def kit_cv2_resize(n: int) -> _Runner:
-    """The native backend with OpenCV's own resize instead of the kit's exact kernel (issue 23)."""
+    """The native backend with OpenCV's own resize instead of the kit's exact kernel."""
     from retro_atari_kit.wrappers.area_resize import unload_kernel
 
     runner = kit("native")(n)

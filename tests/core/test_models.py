@@ -116,7 +116,9 @@ def test_one_image_gives_one_feature_vector(model_class):
     batched = model(frames)
     single = model(frames[1])
     assert single.shape == batched.shape[1:]
-    torch.testing.assert_close(single, batched[1], rtol=1e-5, atol=1e-5)
+    # equal up to float32 summation order: oneDNN may pick another convolution algorithm for a batch of
+    # one than for three, which moves the Impala features (~1-10) by a few 1e-5 on some CPUs
+    torch.testing.assert_close(single, batched[1], rtol=1e-4, atol=1e-4)
 
 
 def test_bad_input_raises():
