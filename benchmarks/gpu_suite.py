@@ -6,7 +6,8 @@ least one; the median is reported), all in one run so the ratios are side by sid
 1. **tests**: ``pytest tests/gpu/test_cuda.py`` (every model, SB3 policy and preset on ``cuda``, bf16
    autocast, the compact replay's pinned / non-blocking copies against the CPU path).
 2. **env**: env steps/s on Pong with random actions at 8 / 16 / 32 envs: the kit (``gym.make_vec``, backend
-   auto; and its native backend with ``cv2.resize`` instead of the exact resize kernel), SB3 ``SubprocVecEnv(make_atari_env)`` + ``VecFrameStack``, EnvPool (if installed) and raw ale-py
+   auto; and its native backend with ``cv2.resize`` instead of the exact resize kernel), SB3
+   ``SubprocVecEnv(make_atari_env)`` + ``VecFrameStack``, EnvPool (if installed) and raw ale-py
    ``AtariVectorEnv`` (no kit semantics: the ceiling), with the functions of ``vec_throughput.py``.
 3. **ppo**: PPO training steps/s at the ``gpu`` preset (32 envs x 128 steps, batch 1024), Nature and Impala:
    plain SB3 (``SubprocVecEnv``, SB3's ``CnnPolicy`` and buffer), the kit, and the kit with the CNN under
