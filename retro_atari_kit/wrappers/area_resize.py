@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 
 import cv2
 import numpy as np
@@ -112,6 +113,7 @@ def _compile():
 
 
 _kernel = None  # set by load_kernel()
+_unavailable = False  # numba could not be imported or could not compile the kernel here
 _plans: dict[tuple[int, int, int, int], tuple[Taps, Taps] | None] = {}
 
 
@@ -121,19 +123,35 @@ def load_kernel() -> None:
     Costs about a second once per process (importing numba and loading its cached machine code; a few
     seconds the very first time, when it compiles), so only long-lived frame producers call it: the
     native backend when it starts. Until then :func:`resize_area_into` calls ``cv2.resize``: the
-    result is the same, only the cost differs.
+    result is the same, only the cost differs. Where numba cannot be imported, this warns once and
+    leaves ``cv2.resize`` in charge (same frames, slower) instead of failing the env.
     """
-    global _kernel
+    global _kernel, _unavailable
     with _lock:  # warp threads or backends starting together: one compilation
-        if _kernel is None:
+        if _kernel is not None or _unavailable:
+            return
+        try:
             _kernel = _compile()
+        except Exception as exc:
+            _unavailable = True
+            _warn_unavailable(exc)
+
+
+def _warn_unavailable(exc: BaseException) -> None:
+    warnings.warn(
+        f"retro-atari-kit: the exact INTER_AREA resize kernel is unavailable ({type(exc).__name__}: "
+        f"{exc}); frames are resized by cv2.resize instead (the same frames, more CPU). Reinstall numba "
+        "to get it back.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def unload_kernel() -> None:
     """Back to ``cv2.resize`` in this process (for side-by-side comparisons in ``benchmarks/``)."""
-    global _kernel
+    global _kernel, _unavailable
     with _lock:
-        _kernel = None
+        _kernel, _unavailable = None, False
 
 
 def _plan(height: int, width: int, out_height: int, out_width: int) -> tuple[Taps, Taps] | None:
@@ -143,7 +161,11 @@ def _plan(height: int, width: int, out_height: int, out_width: int) -> tuple[Tap
     plan = (area_taps(width, out_width), area_taps(height, out_height))
     probe = np.random.default_rng(0).integers(0, 256, (height, width), dtype=np.uint8)
     ours = np.empty((out_height, out_width), dtype=np.uint8)
-    _run(_kernel, probe, ours, plan)
+    try:
+        _run(_kernel, probe, ours, plan)  # numba compiles here on the very first call
+    except Exception as exc:
+        _warn_unavailable(exc)
+        return None
     theirs = cv2.resize(probe, (out_width, out_height), interpolation=cv2.INTER_AREA)
     return plan if np.array_equal(ours, theirs) else None
 

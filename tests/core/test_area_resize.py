@@ -124,3 +124,22 @@ def test_area_taps_weights_cover_each_output_cell_once():
         assert src.min() >= 0 and src.max() < source
         assert np.array_equal(np.unique(dst), np.arange(dest))
         np.testing.assert_allclose(np.bincount(dst, weights=weight), np.ones(dest), rtol=1e-5)
+
+
+def test_without_numba_the_env_keeps_working_on_opencv(monkeypatch):
+    # a machine where numba cannot be imported: one warning, cv2.resize's frames, no failure
+    def no_numba():
+        raise ImportError("No module named 'numba'")
+
+    gray = np.random.default_rng(4).integers(0, 256, (210, 160), dtype=np.uint8)
+    area_resize.unload_kernel()
+    monkeypatch.setattr(area_resize, "_compile", no_numba)
+    try:
+        with pytest.warns(RuntimeWarning, match="cv2.resize instead"):
+            load_kernel()
+        np.testing.assert_array_equal(_ours(gray, 84, 84), _cv2(gray, 84, 84))
+        load_kernel()  # warned once: no second warning, still cv2
+    finally:
+        monkeypatch.undo()
+        area_resize.unload_kernel()
+        load_kernel()
