@@ -87,27 +87,23 @@ def _compile():
             acc = columns_t[xd[k]]
             for r in range(height):
                 acc[r] += np.float32(src[r]) * weight
-        # vertical pass: the first tap of an output row sets it, the others add, as OpenCV's loop
+        # vertical pass: the first tap of an output row sets it, the others add, as OpenCV's loop; the row
+        # is rounded and stored after its last tap (taps come sorted by output row)
         row = np.empty(w, np.float32)
-        previous = -1
-        for j in range(ys.shape[0]):
-            dy = yd[j]
+        last = ys.shape[0] - 1
+        for j in range(last + 1):
             weight = ya[j]
             col = columns_t[:, ys[j]]
-            if dy != previous:
-                if previous >= 0:
-                    out = dst[previous]
-                    for dx in range(w):
-                        out[dx] = np.uint8(min(max(np.rint(row[dx]), np.float32(0)), np.float32(255)))
+            if j == 0 or yd[j] != yd[j - 1]:
                 for dx in range(w):
                     row[dx] = weight * col[dx]
-                previous = dy
             else:
                 for dx in range(w):
                     row[dx] += weight * col[dx]
-        out = dst[previous]
-        for dx in range(w):
-            out[dx] = np.uint8(min(max(np.rint(row[dx]), np.float32(0)), np.float32(255)))
+            if j == last or yd[j + 1] != yd[j]:
+                out = dst[yd[j]]
+                for dx in range(w):
+                    out[dx] = np.uint8(min(max(np.rint(row[dx]), np.float32(0)), np.float32(255)))
 
     return area_kernel
 
@@ -154,15 +150,15 @@ def unload_kernel() -> None:
         _kernel, _unavailable = None, False
 
 
-def _plan(height: int, width: int, out_height: int, out_width: int) -> tuple[Taps, Taps] | None:
-    """The taps of both axes if the kernel reproduces ``cv2.resize`` for this shape, else ``None``."""
+def _plan(kernel, height: int, width: int, out_height: int, out_width: int) -> tuple[Taps, Taps] | None:
+    """The taps of both axes if ``kernel`` reproduces ``cv2.resize`` for this shape, else ``None``."""
     if out_height > height or out_width > width:
         return None  # upscaling: OpenCV's INTER_AREA is not an area average there
     plan = (area_taps(width, out_width), area_taps(height, out_height))
     probe = np.random.default_rng(0).integers(0, 256, (height, width), dtype=np.uint8)
     ours = np.empty((out_height, out_width), dtype=np.uint8)
     try:
-        _run(_kernel, probe, ours, plan)  # numba compiles here on the very first call
+        _run(kernel, probe, ours, plan)  # numba compiles here on the very first call
     except Exception as exc:
         _warn_unavailable(exc)
         return None
@@ -190,7 +186,7 @@ def resize_area_into(gray: np.ndarray, out: np.ndarray) -> None:
         except KeyError:
             with _lock:  # one check per shape when warp threads meet a new shape together
                 if key not in _plans:
-                    _plans[key] = _plan(*key)
+                    _plans[key] = _plan(kernel, *key)
                 plan = _plans[key]
     if plan is None:
         cv2.resize(gray, (out.shape[1], out.shape[0]), dst=out, interpolation=cv2.INTER_AREA)
