@@ -265,6 +265,14 @@ def _env_steps(algo: Any) -> int:
     return int(algo.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0) or 0)
 
 
+def run_steps(previous: int, start: int, base: int, reading: int) -> int:
+    """The run's env steps after an iteration: ``start`` (the resumed checkpoint's) plus what RLlib
+    counted since ``base``, never below ``previous``. RLlib's lifetime counter is read with a default of
+    0 (it is absent until a runner has reported), so a missing reading must not take the count back: the
+    stop checkpoint is never named below steps that ``progress.csv`` already logged."""
+    return max(previous, start + reading - base)
+
+
 def train(
     config: dict[str, Any], run_dir: str, resume_from: str | None = None, out: Callable[[str], None] = print
 ) -> dict[str, Any]:
@@ -352,7 +360,7 @@ def _loop(
     t0 = time.time()
     while steps < config["timesteps"] and not stop.requested:
         result = algo.train()
-        steps = start + _env_steps(algo) - base
+        steps = run_steps(steps, start, base, _env_steps(algo))
         row = logger.log(result, steps)
         if next_ckpt is not None and steps >= next_ckpt:
             save_checkpoint(algo, run_dir, steps, config, spaces)

@@ -54,3 +54,14 @@ def test_run_logger_writes_a_single_game(tmp_path):
     with open(monitor, encoding="utf-8") as handle:
         rows = list(csv.DictReader(line for line in handle if not line.startswith("#")))
     assert [(float(r["r"]), int(r["l"])) for r in rows] == [(-19.0, 900)]
+
+
+def test_the_step_count_never_goes_back():
+    from retro_atari_kit.integrations.rllib.training import run_steps
+
+    # a resumed run: its checkpoint's steps plus what RLlib counted since the restore
+    assert run_steps(previous=5000, start=5000, base=800, reading=1120) == 5320
+    # an iteration whose lifetime reading is missing (read as 0) keeps the count, so a stop
+    # right after it names its checkpoint by the steps already logged, not by 0
+    assert run_steps(previous=5320, start=5000, base=800, reading=0) == 5320
+    assert run_steps(previous=0, start=0, base=0, reading=0) == 0
