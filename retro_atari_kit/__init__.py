@@ -6,12 +6,20 @@
     import retro_atari_kit
 
     env = gym.make("RetroKit/Pong-v0")   # DeepMind stack, uint8 (4, 84, 84)
+
+It also makes the episode recorders users wrap around a kit env report its true game scores
+(:mod:`retro_atari_kit.recorders`): gymnasium's at once, a framework's (SB3's ``Monitor``) through its
+integration as soon as that framework is loaded (:mod:`retro_atari_kit._post_import`).
 """
 
+from retro_atari_kit import _post_import
+from retro_atari_kit.recorders import adapt_gymnasium_recorders
 from retro_atari_kit.registration import register_all
 
 __version__ = "0.1.0"
 
 register_all()
+adapt_gymnasium_recorders()
+_post_import.install()
 
 __all__ = ["__version__", "register_all"]

@@ -35,6 +35,7 @@ exponent range). Opt-in (the PPO ``bf16`` preset): see ``docs/sb3.md`` for why i
 from __future__ import annotations
 
 import functools
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -72,6 +73,10 @@ def native_bf16(device: torch.device | str) -> bool:
     return _native_bf16(device.type, device.index)
 
 
+# the widest observation a kit env gives with its default stack: 4 RGB frames; more is a second stack
+MAX_KIT_CHANNELS = 12
+
+
 def _check_space(observation_space: gym.Space, who: str) -> tuple[int, int]:
     if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 3:
         raise TypeError(
@@ -87,6 +92,14 @@ def _check_space(observation_space: gym.Space, who: str) -> tuple[int, int]:
     dtype = np.dtype(observation_space.dtype)
     if dtype != np.uint8 and not np.issubdtype(dtype, np.floating):
         raise TypeError(f"{who} needs uint8 frames or float frames in [0, 1], got dtype {dtype}")
+    if c > MAX_KIT_CHANNELS:
+        warnings.warn(
+            f"{who}: observations have {c} channels, more than the kit's 4-frame stack gives "
+            "(4 gray, 12 RGB): frames stacked twice? The kit's envs already stack frames; "
+            "remove SB3's VecFrameStack",
+            UserWarning,
+            stacklevel=4,
+        )
     return int(c), int(h)
 
 

@@ -33,6 +33,8 @@ class KitVecEnv(VecEnv):
     (``{"r", "l", "t"}``, true score) appears only when the real game ends, not on every life loss.
     """
 
+    reports_true_scores = True  # SB3's VecMonitor around it passes the record on (see .monitor)
+
     def __init__(self, venv: VectorEnv, env_id: str = "", monitor_dir: str | None = None):
         if venv.metadata.get("autoreset_mode") != AutoresetMode.SAME_STEP:
             raise ValueError("KitVecEnv needs a VectorEnv made with autoreset_mode=AutoresetMode.SAME_STEP")

@@ -97,6 +97,8 @@ class RetroWorkerEnv(gym.Env):
     """
 
     def __init__(self, game: str, kwargs: dict[str, Any], env_id: str, start_method: str | None = None):
+    reports_true_scores = True  # the stack in the worker writes the kit's true-score record
+
         if start_method is None:
             start_method = default_start_method()
         if start_method not in ("forkserver", "spawn"):

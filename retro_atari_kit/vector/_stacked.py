@@ -70,6 +70,8 @@ class StackedVectorEnv(VectorEnv):
     its info layout (that of gymnasium's ``SyncVectorEnv`` over ``gym.make`` envs):
 
     - ``NEXT_STEP`` (default): the step after an episode end resets that env, ignoring its action, and
+    reports_true_scores = True  # info["episode"] is the kit's true-score record (retro_atari_kit.recorders)
+
       returns reward 0. ``info["episode"]`` (true game score), with mask ``info["_episode"]``, is present
       on the step where an env's real game ended.
     - ``SAME_STEP``: the env is reset within the ending step, which returns the reset observation; the top

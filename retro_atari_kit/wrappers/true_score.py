@@ -24,7 +24,14 @@ class TrueScoreStatistics(gym.Wrapper):
     the keys SB3's ``Monitor`` uses, so SB3 logs true scores. Steps taken by wrappers above (FIRE on
     reset, the NOOP that continues a game after a life loss) count as agent steps and their rewards count
     towards the score.
+
+    Recorders wrapped around a kit env (gymnasium's ``RecordEpisodeStatistics``, SB3's ``Monitor``) find
+    ``reports_true_scores`` on the stack and pass this record on instead of writing their own (see
+    :mod:`retro_atari_kit.recorders`).
     """
+
+    #: read through ``get_wrapper_attr`` by recorders above the stack (:func:`reports_true_scores`)
+    reports_true_scores = True
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
@@ -47,3 +54,14 @@ class TrueScoreStatistics(gym.Wrapper):
             info = dict(info)
             info["episode"] = episode_record(self.score, self.length, self._start)
         return obs, reward, terminated, truncated, info
+
+
+def reports_true_scores(env: gym.Env) -> bool:
+    """Whether ``env`` (a kit stack, possibly wrapped further) writes the kit's true-score record to
+    ``info["episode"]`` at every real game end (and never at a life loss)."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, TrueScoreStatistics):
+            return True
+        env = env.env
+    # a stable-retro stack hosted in a worker process (its wrappers live there)
+    return bool(getattr(type(env), "reports_true_scores", False))

@@ -1,0 +1,116 @@
+"""Episode recorders wrapped around a kit env report the kit's true scores, one record per real game.
+
+Where the record lives: a kit stack writes ``info["episode"] = {"r", "l", "t"}`` (true score: all lives,
+unclipped; agent steps; seconds) on the step where the real game ends, and never at a life loss
+(:class:`retro_atari_kit.wrappers.TrueScoreStatistics`). That is the key and layout every recorder uses,
+so the kit's launcher, CLI, RLlib engine and SB3's logger read it as it is.
+
+What an outer recorder then reports: a recorder wrapped around a kit env, which would otherwise sum the
+clipped rewards of one life and stop at the life loss (or, in gymnasium's case, fail because the key is
+taken), passes the kit's record on instead of writing its own. It reports one episode per real game with its
+true score, in ``info[its stats key]`` and in its own statistics (``return_queue``, ``episode_count``, ...),
+and nothing at a life loss. This module does that for gymnasium's ``RecordEpisodeStatistics`` (single and
+vector), at ``import retro_atari_kit``; the SB3 integration does the same for SB3's ``Monitor`` and
+``VecMonitor`` when SB3 is loaded. Around any other env the recorders behave exactly as gymnasium wrote them.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers import RecordEpisodeStatistics
+from gymnasium.wrappers.vector import RecordEpisodeStatistics as VectorRecordEpisodeStatistics
+
+from retro_atari_kit.wrappers.true_score import reports_true_scores
+
+KIT_ID_PREFIX = "RetroKit/"
+_FLAG = "_retrokit_true_scores"  # per recorder instance: does it wrap a kit env (decided at its first step)
+
+
+def vector_reports_true_scores(venv: Any) -> bool:
+    """Whether ``venv`` (a gymnasium ``VectorEnv``, possibly wrapped) is made of kit envs: a kit vector env
+    (``gym.make_vec`` of a kit ID), or gymnasium's ``SyncVectorEnv`` / ``AsyncVectorEnv`` over kit envs."""
+    env = venv
+    while True:
+        if getattr(type(env), "reports_true_scores", False):
+            return True
+        if not isinstance(env, gym.vector.VectorWrapper):
+            break
+        env = env.env
+    if isinstance(env, gym.vector.SyncVectorEnv):
+        return all(reports_true_scores(sub) for sub in env.envs)
+    if isinstance(env, gym.vector.AsyncVectorEnv):
+        # the envs live in other processes: their specs tell (asking for a missing attribute would make
+        # every worker log an error for envs that are not the kit's)
+        specs = env.get_attr("spec")
+        return all(spec is not None and str(spec.id).startswith(KIT_ID_PREFIX) for spec in specs)
+    return False
+
+
+def _wraps_kit_env(recorder: Any, check) -> bool:
+    flag = recorder.__dict__.get(_FLAG)
+    if flag is None:
+        flag = recorder.__dict__[_FLAG] = bool(check(recorder.env))
+    return flag
+
+
+def episode_records(infos: dict[str, Any]) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+    """The kit's records in a vector env's step infos: ``(indices of the envs whose game ended, the
+    "episode" arrays)``, from the top level (``NEXT_STEP``) or ``final_info`` (``SAME_STEP``), or None."""
+    for source in (infos, infos.get("final_info") or {}):
+        mask = source.get("_episode") if isinstance(source, dict) else None
+        if mask is not None and np.any(mask):
+            return np.flatnonzero(mask), source["episode"]
+    return None
+
+
+def _single_step(original):
+    @functools.wraps(original)
+    def step(self, action):
+        if not _wraps_kit_env(self, reports_true_scores):
+            return original(self, action)
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        record = info.get("episode") if (terminated or truncated) else None
+        if record is not None:
+            info[self._stats_key] = record
+            self.return_queue.append(record["r"])
+            self.length_queue.append(record["l"])
+            self.time_queue.append(record["t"])
+            self.episode_count += 1
+        return obs, reward, terminated, truncated, info
+
+    step._retrokit = True
+    return step
+
+
+def _vector_step(original):
+    @functools.wraps(original)
+    def step(self, actions):
+        if not _wraps_kit_env(self, vector_reports_true_scores):
+            return original(self, actions)
+        obs, rewards, terminations, truncations, infos = self.env.step(actions)
+        found = episode_records(infos)
+        if found is not None:
+            indices, episode = found
+            if self._stats_key != "episode":
+                infos[self._stats_key] = episode
+                infos[f"_{self._stats_key}"] = np.isin(np.arange(self.num_envs), indices)
+            self.return_queue.extend(np.asarray(episode["r"])[indices].tolist())
+            self.length_queue.extend(np.asarray(episode["l"])[indices].tolist())
+            self.time_queue.extend(np.asarray(episode["t"])[indices].tolist())
+            self.episode_count += len(indices)
+        return obs, rewards, terminations, truncations, infos
+
+    step._retrokit = True
+    return step
+
+
+def adapt_gymnasium_recorders() -> None:
+    """Make gymnasium's ``RecordEpisodeStatistics`` (single and vector) pass a kit env's true-score record
+    on (see the module docstring). Idempotent; other envs are unaffected."""
+    for cls, make in ((RecordEpisodeStatistics, _single_step), (VectorRecordEpisodeStatistics, _vector_step)):
+        if not getattr(cls.step, "_retrokit", False):
+            cls.step = make(cls.step)
