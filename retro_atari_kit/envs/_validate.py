@@ -1,10 +1,14 @@
-"""Validation of env kwargs shared by the emulator backends: one clear error naming the bad kwarg."""
+"""Validation shared by the emulator backends and the vector backends: env kwargs, and the actions and seeds
+of ``step`` / ``reset``; each mistake gives one clear error line naming what is wrong and what is allowed."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
 from typing import Any
+
+import gymnasium as gym
+import numpy as np
 
 Box = tuple[int, int, int, int]
 
@@ -85,3 +89,173 @@ def resolve_crop(value: Any, game: str, table: dict[str, Box], env_id: str) -> B
     raise TypeError(
         f"crop_score must be False, True or a box (top, bottom, left, right) of 4 ints, got {value!r}"
     )
+
+
+# -- actions and seeds of step() / reset(): one rule for the single envs and every vector backend ------------
+# Checked in the calling process before anything reaches an emulator or a worker, so a refused call changes
+# no env's state (no RNG draw, no sticky action kept, no half-sent batch); the next call gets its own reply.
+
+# numpy's legacy seeding (SB3's set_random_seed) takes [0, 2**32 - 1]; the CLI's --seed has the same range
+MAX_SEED = 2**32 - 1
+
+
+def _what(value: Any) -> str:
+    """``value`` for an error message, with its type where the repr alone could mislead (``1.0 (float)``)."""
+    if value is None:
+        return "None"
+    if isinstance(value, np.ndarray):
+        return f"an array of dtype {value.dtype} and shape {value.shape}"
+    text = " ".join(repr(value).split())  # one line, whatever the value (a list of 2-D arrays)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _integer_dtype(dtype: np.dtype) -> bool:
+    """An integer dtype whose values all fit the int64 of ``Discrete`` (so not uint64), as
+    ``Discrete.contains`` requires (``np.can_cast``)."""
+    return dtype.kind in "iu" and np.can_cast(dtype, np.int64)
+
+
+def as_discrete(value: Any) -> int | None:
+    """``value`` as an int if its type is one gymnasium's ``Discrete.contains`` takes (a Python int or bool,
+    a numpy integer scalar or 0-d integer array other than uint64), else None. numpy bools and all floats
+    are refused."""
+    if isinstance(value, int):  # bool is an int, as in Discrete.contains
+        return int(value)
+    if isinstance(value, (np.integer, np.ndarray)) and value.shape == () and _integer_dtype(value.dtype):
+        return int(value)
+    return None
+
+
+def _discrete_range(space: Any) -> tuple[int, int] | None:
+    """``(low, high)`` (inclusive) of a ``Discrete`` space, None for any other space."""
+    if isinstance(space, gym.spaces.Discrete):
+        low = int(space.start)
+        return low, low + int(space.n) - 1
+    return None
+
+
+def check_action(action: Any, space: Any) -> Any:
+    """One env's action for ``step``: an int in ``space``'s range (returned as a Python int), else one
+    ``ValueError`` line naming the problem and the range."""
+    bounds = _discrete_range(space)
+    if bounds is None:  # no kit stack has one; keep gymnasium's own membership test
+        if not space.contains(action):
+            raise ValueError(f"action must be in {space}; got {_what(action)}")
+        return action
+    low, high = bounds
+    need = f"action must be an int in [{low}, {high}] ({space})"
+    value = as_discrete(action)
+    if value is None:
+        raise ValueError(f"{need}; got {_what(action)}")
+    if not low <= value <= high:
+        raise ValueError(f"{need}; got {value} (out of range)")
+    return value
+
+
+def check_actions(actions: Any, space: Any, num_envs: int) -> np.ndarray:
+    """The actions of one vector ``step``: exactly ``num_envs`` actions, each as :func:`check_action` takes
+    it; returned as an int64 array of shape ``(num_envs,)``, else one ``ValueError`` line naming the problem
+    (and the env) and the range. A 1-D integer array (the common case) costs one pass over a list."""
+    bounds = _discrete_range(space)
+    rule = f"in [{bounds[0]}, {bounds[1]}]" if bounds else f"in {space}"
+    need = f"step() needs {num_envs} actions, one int {rule} per env"
+    if isinstance(actions, np.ndarray) and _integer_dtype(actions.dtype) and actions.shape == (num_envs,):
+        values = actions.tolist()
+        if bounds is not None and bounds[0] <= min(values) and max(values) <= bounds[1]:
+            return actions.astype(np.int64, copy=False)
+    elif actions is None or isinstance(actions, (str, bytes)) or as_discrete(actions) is not None:
+        raise ValueError(f"{need}; got {_what(actions)}, not a sequence of actions")
+    elif isinstance(actions, np.ndarray):
+        if actions.ndim != 1:
+            raise ValueError(f"{need}; got {_what(actions)}")
+        if actions.dtype.kind != "O" and not _integer_dtype(actions.dtype):  # floats, bools, uint64, str
+            raise ValueError(f"{need}; got {_what(actions)}")
+        values = list(actions)
+    else:
+        try:
+            values = list(actions)
+        except TypeError:
+            raise ValueError(f"{need}; got {_what(actions)}, not a sequence of actions") from None
+    if len(values) != num_envs:
+        raise ValueError(f"{need}; got {_count(len(values), 'action')}")
+    out = np.empty(num_envs, dtype=np.int64)
+    for env, action in enumerate(values):
+        value = as_discrete(action)
+        if value is None:
+            raise ValueError(f"{need}; env {env}'s action is {_what(action)}")
+        if bounds is None:
+            if not space.contains(action):
+                raise ValueError(f"{need}; env {env}'s action is {_what(action)}")
+        elif not bounds[0] <= value <= bounds[1]:
+            raise ValueError(f"{need}; env {env}'s action is {value} (out of range)")
+        out[env] = value
+    return out
+
+
+def _as_seed(value: Any) -> int | None:
+    """A Python or numpy integer as an int; bools (``seed=True`` is a mistake) and floats give None."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        return None
+    return int(value)
+
+
+def check_seed(seed: Any) -> int | None:
+    """The seed of one env's ``reset``: None (unseeded) or an int in [0, MAX_SEED], else a ``ValueError``."""
+    if seed is None:
+        return None
+    need = f"seed must be None or an int in [0, {MAX_SEED}]"
+    value = _as_seed(seed)
+    if value is None:
+        raise ValueError(f"{need}; got {_what(seed)}")
+    if not 0 <= value <= MAX_SEED:
+        raise ValueError(f"{need}; got {value} (out of range)")
+    return value
+
+
+def check_seeds(seed: Any, num_envs: int) -> list[int | None]:
+    """The per-env seeds of a vector ``reset``: None (all unseeded); an int ``s`` gives env ``i`` the seed
+    ``s + i`` (so ``s`` is at most ``MAX_SEED - (num_envs - 1)``); a list, tuple or 1-D array of
+    ``num_envs`` seeds, each None or an int in [0, MAX_SEED]. Else one ``ValueError`` line."""
+    if seed is None:
+        return [None] * num_envs
+    top = MAX_SEED - (num_envs - 1)
+    need = (
+        f"seed must be None, an int in [0, {top}] (env i is seeded with seed + i) or a list of {num_envs} "
+        f"seeds, each None or an int in [0, {MAX_SEED}]"
+    )
+    value = _as_seed(seed)
+    if value is not None:
+        if value < 0:
+            raise ValueError(f"{need}; got {value} (out of range)")
+        if value > top:
+            raise ValueError(f"{need}; got {value} (env {num_envs - 1} would get {value + num_envs - 1})")
+        return [value + rank for rank in range(num_envs)]
+    if not isinstance(seed, (list, tuple)) and not (isinstance(seed, np.ndarray) and seed.ndim == 1):
+        raise ValueError(f"{need}; got {_what(seed)}")
+    if len(seed) != num_envs:
+        raise ValueError(f"{need}; got {_count(len(seed), 'seed')}")
+    seeds: list[int | None] = []
+    for env, item in enumerate(seed):
+        value = None if item is None else _as_seed(item)
+        if item is not None and (value is None or not 0 <= value <= MAX_SEED):
+            raise ValueError(f"{need}; env {env}'s seed is {_what(item) if value is None else value}")
+        seeds.append(value)
+    return seeds
+
+
+class CheckedCalls(gym.Wrapper):
+    """The outermost layer of a stack: ``step`` takes only :func:`check_action`'s actions and ``reset`` only
+    :func:`check_seed`'s seeds, each mistake one ``ValueError`` line raised before any layer below runs (a
+    bad action would otherwise leave state behind, e.g. as the sticky action of a frame skip)."""
+
+    def step(self, action: Any):
+        return self.env.step(check_action(action, self.action_space))
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
+        return self.env.reset(seed=check_seed(seed), options=options)

@@ -15,6 +15,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from retro_atari_kit.envs._validate import check_actions, check_seeds
+
 Seeds = list[int | None]
 
 
@@ -50,18 +52,6 @@ class Driver(Protocol):
     def close(self) -> None: ...
 
 
-def resolve_seeds(seed: int | list[int | None] | np.ndarray | None, num_envs: int) -> Seeds:
-    """``int s`` -> ``[s, s+1, ..., s+N-1]`` (per-rank seeds); a sequence gives one seed per env."""
-    if seed is None:
-        return [None] * num_envs
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-        return [int(seed) + rank for rank in range(num_envs)]
-    seeds = list(seed)
-    if len(seeds) != num_envs:
-        raise ValueError(f"seed must be an int or a sequence of {num_envs} seeds, got {len(seeds)} seeds")
-    return [None if s is None else int(s) for s in seeds]
-
-
 class StackedVectorEnv(VectorEnv):
     """A gymnasium ``VectorEnv`` over a frame driver, stacking ``frame_stack`` frames in this process.
 
@@ -70,8 +60,6 @@ class StackedVectorEnv(VectorEnv):
     its info layout (that of gymnasium's ``SyncVectorEnv`` over ``gym.make`` envs):
 
     - ``NEXT_STEP`` (default): the step after an episode end resets that env, ignoring its action, and
-    reports_true_scores = True  # info["episode"] is the kit's true-score record (retro_atari_kit.recorders)
-
       returns reward 0. ``info["episode"]`` (true game score), with mask ``info["_episode"]``, is present
       on the step where an env's real game ended.
     - ``SAME_STEP``: the env is reset within the ending step, which returns the reset observation; the top
@@ -81,6 +69,8 @@ class StackedVectorEnv(VectorEnv):
       in ``mask`` (the others keep their state and observation). Stepping an env whose episode ended
       without resetting it steps the finished episode, as with gymnasium's own vector envs.
     """
+
+    reports_true_scores = True  # info["episode"] is the kit's true-score record (retro_atari_kit.recorders)
 
     def __init__(self, driver: Driver, frame_stack: int, autoreset_mode: AutoresetMode | str, backend: str):
         self.driver = driver
@@ -130,7 +120,7 @@ class StackedVectorEnv(VectorEnv):
         self._check_open()
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
-        seeds = resolve_seeds(seed, self.num_envs)
+        seeds = check_seeds(seed, self.num_envs)  # before any env is reset: a refused seed changes nothing
         if mask is None:
             indices = list(range(self.num_envs))
         else:
@@ -158,7 +148,8 @@ class StackedVectorEnv(VectorEnv):
 
     def step(self, actions):
         self._check_open()
-        actions = np.asarray(actions)
+        # checked here, before any env steps or any worker hears of it: a refused action changes nothing
+        actions = check_actions(actions, self.single_action_space, self.num_envs)
         same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
         reset_mask = self._autoreset.copy()
         step = self.driver.step(actions, reset_mask, same_step)

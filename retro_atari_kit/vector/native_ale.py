@@ -87,6 +87,14 @@ def _scatter(n: int, envs: list[int], *values: np.ndarray) -> tuple[np.ndarray, 
     return tuple(out)
 
 
+def _native_seed(seed: int) -> int:
+    """A kit seed (an int in [0, 2**32 - 1], see ``check_seeds``) as the seed ale-py's C++ reset takes: a
+    32-bit signed int, where -1 means unseeded. Hashed (numpy's ``SeedSequence``, as ale-py's own ``AtariEnv``
+    derives its emulator seed) into [0, 2**31 - 1], so every kit seed is accepted and seeds that differ by
+    2**31 do not give the same run."""
+    return int(np.random.SeedSequence(seed).generate_state(1, np.uint32)[0] >> 1)
+
+
 def _make_core(rom: str, cfg: dict[str, Any]):
     """One env in C++: emulator, no-op starts, frame skip with RGB max-pooling, frame cap, sticky actions."""
     from ale_py.vector_env import AtariVectorEnv
@@ -234,7 +242,7 @@ class NativeDriver:
 
     def _core_reset(self, i: int, seed: int | None) -> tuple[np.ndarray, dict]:
         core = self.cores[i]
-        obs, info = core.reset(seed=None if seed is None else np.array([seed]))
+        obs, info = core.reset(seed=None if seed is None else np.array([_native_seed(seed)]))
         while self.noop_max > 0 and int(info["episode_frame_number"][0]) == 0:
             obs, info = core.reset()  # C++ drew 0 no-ops; the kit draws 1..noop_max
         self.elapsed[i] = 0
@@ -303,14 +311,9 @@ class NativeDriver:
 
     def step(self, actions: np.ndarray, reset_mask: np.ndarray, same_step: bool):
         n = self.num_envs
-        actions = np.asarray(actions)
-        if actions.shape != (n,):
-            raise ValueError(f"actions must have shape ({n},), got {actions.shape}")
-        action_list = actions.astype(np.int64, copy=False).tolist()
-        if min(action_list) < 0 or max(action_list) >= self.action_space.n:
-            # ale-py would fail in its thread and never answer: refuse here instead of hanging
-            raise ValueError(f"actions must be integers in [0, {self.action_space.n}), got {action_list}")
-        self._actions = action_list
+        # StackedVectorEnv.step has checked them (check_actions): an action ale-py refuses would fail in its
+        # thread and never answer
+        self._actions = actions.tolist()
         resetting = reset_mask.nonzero()[0].tolist()
         stepping = [i for i in self._all if not reset_mask[i]] if resetting else self._all
         extra: dict[int, dict] = {}  # per-env info keys beyond the counters every env has
