@@ -175,33 +175,51 @@ class SubprocessDriver:
         if self.closed:
             raise RuntimeError("the subprocess vector env is closed")
 
+    def _send_each(self, messages: list[tuple[int, str, Any]]) -> list[ChildProcess]:
+        """Send ``(rank, command, data)`` messages; the workers sent to, in order. A message whose data cannot
+        be sent (it does not pickle: nothing of it reaches the pipe) raises, after the answers of the messages
+        already sent have been read, so no answer waits in a pipe for a later call to take as its own."""
+        sent: list[ChildProcess] = []
+        try:
+            for rank, command, data in messages:
+                self.workers[rank].send(command, data)
+                sent.append(self.workers[rank])
+        except ChildDiedError:
+            raise
+        except Exception:
+            try:
+                receive_all(sent)
+            except ChildDiedError:
+                raise
+            except Exception:  # noqa: BLE001 - their errors are not this call's; the send's error is
+                pass
+            raise
+        return sent
+
     # -- driver API --------------------------------------------------------------------------------
     def reset(self, indices: list[int], seeds: Seeds, options: dict | None) -> list[dict]:
         self._check()
-        workers = self.workers
         try:
-            for i, seed in zip(indices, seeds, strict=True):
-                workers[i].send("reset", (seed, options))
-            return receive_all([workers[i] for i in indices])
+            messages = [(i, "reset", (seed, options)) for i, seed in zip(indices, seeds, strict=True)]
+            return receive_all(self._send_each(messages))
         except ChildDiedError as exc:
             self._died(exc)
             raise
 
     def step(self, actions: np.ndarray, reset_mask: np.ndarray, same_step: bool):
         self._check()
-        n, workers = self.num_envs, self.workers
+        n = self.num_envs
         rewards = np.zeros(n, dtype=np.float64)
         terms = np.zeros(n, dtype=bool)
         truncs = np.zeros(n, dtype=bool)
         infos: list[dict] = []
         finals: dict[int, tuple[np.ndarray, dict]] = {}
         try:
-            for i in range(n):
-                if reset_mask[i]:
-                    workers[i].send("reset", (None, None))
-                else:
-                    workers[i].send("step", (actions[i], same_step))
-            results = receive_all(workers)  # an env's error: raised after every answer is read
+            messages = [
+                (i, "reset", (None, None)) if reset_mask[i] else (i, "step", (actions[i], same_step))
+                for i in range(n)
+            ]
+            results = receive_all(self._send_each(messages))  # an env's error: raised after every answer
         except ChildDiedError as exc:
             self._died(exc)
             raise
@@ -218,9 +236,8 @@ class SubprocessDriver:
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
         self._check()
         try:
-            for worker in self.workers:
-                worker.send("call", (name, args, kwargs))
-            return receive_all(self.workers)
+            messages = [(i, "call", (name, args, kwargs)) for i in range(self.num_envs)]
+            return receive_all(self._send_each(messages))
         except ChildDiedError as exc:
             self._died(exc)
             raise
@@ -228,9 +245,8 @@ class SubprocessDriver:
     def set_attr(self, name: str, values: list[Any]) -> None:
         self._check()
         try:
-            for worker, value in zip(self.workers, values, strict=True):
-                worker.send("set_attr", (name, value))
-            receive_all(self.workers)
+            messages = [(i, "set_attr", (name, value)) for i, value in enumerate(values)]
+            receive_all(self._send_each(messages))  # e.g. a value that does not pickle: no stale answer
         except ChildDiedError as exc:
             self._died(exc)
             raise
