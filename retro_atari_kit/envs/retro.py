@@ -18,6 +18,7 @@ from retro_atari_kit.catalog.ale import SCORE_CROP_BOXES
 from retro_atari_kit.catalog.retro import RetroGame, retro_game, system_buttons
 from retro_atari_kit.envs._render import check_render_mode, stack_metadata
 from retro_atari_kit.envs._validate import (
+    CheckedCalls,
     check_bool,
     check_choice,
     check_int,
@@ -123,9 +124,9 @@ def make_retro_env(game: str, **kwargs: Any) -> gym.Env:
     Order, innermost first: stable-retro ``RetroEnv`` (``render_mode=None``) -> action set (stable-retro's
     discrete actions, a named combo set or user combos) -> stochastic frame skip -> time limit
     (``max_episode_steps`` agent steps, default 4500) -> true-score statistics -> warp -> reward clip ->
-    frame stack. See docs/retro.md. Installs ale-py's matching Atari 2600 ROM on first use; raises
-    :class:`retro_atari_kit.roms.RomNotFoundError` when the ROM is missing. When this process already
-    has an emulator, the same stack is built in a worker process (:class:`RetroWorkerEnv`).
+    frame stack -> action and seed checks. See docs/retro.md. Installs ale-py's matching Atari 2600 ROM on
+    first use; raises :class:`retro_atari_kit.roms.RomNotFoundError` when the ROM is missing. When this
+    process already has an emulator, the same stack is built in a worker process (:class:`RetroWorkerEnv`).
     """
     global _live_env
     from retro_atari_kit.roms import ensure_rom
@@ -172,6 +173,7 @@ def make_retro_env(game: str, **kwargs: Any) -> gym.Env:
             env = ClipReward(env)
         env = FrameStack(env, k=cfg["frame_stack"])
         env.metadata = stack_metadata(env.metadata, cfg["frame_skip"])  # declare only the modes that work
+        env = CheckedCalls(env)  # actions and seeds checked before any layer runs (docs/vectorization.md)
     except BaseException:
         retro_env.close()
         raise

@@ -23,6 +23,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
+from retro_atari_kit.envs._validate import check_action, check_seed
 from retro_atari_kit.processes import ChildDiedError, ChildProcess, default_start_method, serve
 
 START_TIMEOUT = 120.0  # seconds for a worker to import the kit and start its emulator on busy cores
@@ -96,9 +97,9 @@ class RetroWorkerEnv(gym.Env):
     of an in-process env. ``worker_pid`` is the worker's process id.
     """
 
-    def __init__(self, game: str, kwargs: dict[str, Any], env_id: str, start_method: str | None = None):
     reports_true_scores = True  # the stack in the worker writes the kit's true-score record
 
+    def __init__(self, game: str, kwargs: dict[str, Any], env_id: str, start_method: str | None = None):
         if start_method is None:
             start_method = default_start_method()
         if start_method not in ("forkserver", "spawn"):
@@ -156,11 +157,12 @@ class RetroWorkerEnv(gym.Env):
 
     # -- gym.Env API ------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        seed = check_seed(seed)  # here, not in the worker: a refused call never reaches the pipe
         super().reset(seed=seed)  # this proxy's np_random follows the seed, as gymnasium's checker expects
         return self._request(("reset", (seed, options)))
 
     def step(self, action):
-        return self._request(("step", action))
+        return self._request(("step", check_action(action, self.action_space)))
 
     def render(self):
         return self._request(("render", None))
