@@ -91,10 +91,21 @@ def _monitor_step(original):
     return step
 
 
+def _vec_monitor_init(original):
+    @functools.wraps(original)
+    def __init__(self, venv, *args, **kwargs):
+        original(self, venv, *args, **kwargs)
+        # decided here: once steps are in flight, asking worker processes would read their step replies
+        self.__dict__[_FLAG] = vec_env_reports_true_scores(venv)
+
+    __init__._retrokit = True
+    return __init__
+
+
 def _vec_monitor_step_wait(original):
     @functools.wraps(original)
     def step_wait(self):
-        if not _kit_mode(self, vec_env_reports_true_scores, self.venv):
+        if not self.__dict__.get(_FLAG, False):
             return original(self)
         obs, rewards, dones, infos = self.venv.step_wait()
         self.episode_returns += rewards
@@ -154,6 +165,7 @@ def adapt_monitor(module: ModuleType) -> None:
 
 def adapt_vec_monitor(module: ModuleType) -> None:
     """``stable_baselines3.common.vec_env.vec_monitor``: ``VecMonitor`` over kit envs records true games."""
+    _patch(module.VecMonitor, "__init__", _vec_monitor_init)
     _patch(module.VecMonitor, "step_wait", _vec_monitor_step_wait)
 
 
