@@ -15,6 +15,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
+from retro_atari_kit.integrations.sb3 import NatureCNN
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
@@ -23,7 +24,6 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack, VecMonitor
 
 import retro_atari_kit  # noqa: F401
-from retro_atari_kit.integrations.sb3 import NatureCNN
 from retro_atari_kit.registration import make_env
 
 GAME = "RetroKit/SpaceInvaders-v0"
@@ -104,7 +104,8 @@ def test_evaluate_policy_through_monitor_returns_true_scores():
 def test_vec_monitor_over_kit_envs_records_true_games(vec_cls, tmp_path):
     kwargs = {"start_method": "forkserver"} if vec_cls is SubprocVecEnv else {}
     # the module prefix: a fresh worker process imports the kit (and so registers its IDs) itself
-    venv = VecMonitor(vec_cls([lambda: gym.make(f"retro_atari_kit:{GAME}")] * 2, **kwargs), str(tmp_path / "v"))
+    envs = [lambda: gym.make(f"retro_atari_kit:{GAME}")] * 2
+    venv = VecMonitor(vec_cls(envs, **kwargs), str(tmp_path / "vec"))
     venv.seed(3)
     venv.reset()
     rng = np.random.default_rng(1)
