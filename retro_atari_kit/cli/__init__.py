@@ -14,7 +14,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from retro_atari_kit.cli._common import CliError, quiet_ale_banner
+from retro_atari_kit.cli._common import CliError
+from retro_atari_kit.envs._quiet import quiet_ale_banner
 
 __all__ = ["CliError", "build_parser", "main"]
 

@@ -6,21 +6,6 @@ import contextlib
 from collections.abc import Iterator
 
 
-def quiet_ale_banner() -> None:
-    """Keep ale-py's start-up banner (``A.L.E: Arcade Learning Environment ...``, ``[Powered by Stella]``) off
-    stderr, where it would precede the one error line of a command that probes an env.
-
-    ale-py prints it through its C++ logger at Info level when the first ``ALEInterface`` is built, and only
-    then sets the level to Error; the level is process-wide (a static method), so setting it first keeps the
-    banner out and every warning or error in.
-    """
-    try:
-        import ale_py
-    except ImportError:
-        return
-    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
-
-
 class CliError(Exception):
     """A user error: printed as one line ``retrokit: error: ...`` and exit code 2."""
 

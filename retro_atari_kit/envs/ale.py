@@ -7,7 +7,14 @@ from typing import Any
 import gymnasium as gym
 
 from retro_atari_kit.catalog import SCORE_CROP_BOXES, ale_game
-from retro_atari_kit.envs._render import check_render_mode, stack_metadata
+from retro_atari_kit.envs._quiet import quiet_ale_banner
+from retro_atari_kit.envs._render import (
+    check_render_mode,
+    check_window,
+    stack_metadata,
+    with_window,
+    without_window,
+)
 from retro_atari_kit.envs._validate import (
     check_bool,
     check_choice,
@@ -76,12 +83,17 @@ def make_ale_env(game: str, **kwargs: Any) -> gym.Env:
 
     Order, innermost first: ALE (frameskip 1, 108k-frame cap) -> no-op reset -> max-and-skip ->
     time limit (``max_episode_steps`` agent steps, if set) -> true-score statistics -> episodic life ->
-    fire reset -> warp -> reward clip -> frame stack. ``render_mode``: None or ``"rgb_array"`` (the
-    metadata declares only that; see :mod:`retro_atari_kit.envs._render`).
+    fire reset -> warp -> reward clip -> frame stack. ``render_mode``: None, ``"rgb_array"`` or
+    ``"human"`` (that stack with ``"rgb_array"``, shown in a window; see
+    :mod:`retro_atari_kit.envs._render`).
     """
     from ale_py import AtariEnv
 
     cfg = validate_ale_kwargs(game, kwargs)
+    if cfg["render_mode"] == "human":
+        check_window(ale_game(game).env_id)  # no pygame or no display: one line, before the emulator starts
+        return with_window(make_ale_env(game, **without_window(kwargs)), ale_game(game).env_id)
+    quiet_ale_banner()
     rom = ale_game(game).rom
     env: gym.Env = AtariEnv(
         game=rom,

@@ -16,7 +16,14 @@ import gymnasium as gym
 
 from retro_atari_kit.catalog.ale import SCORE_CROP_BOXES
 from retro_atari_kit.catalog.retro import RetroGame, retro_game, system_buttons
-from retro_atari_kit.envs._render import check_render_mode, stack_metadata
+from retro_atari_kit.envs._render import (
+    EMULATOR_FPS,
+    check_render_mode,
+    check_window,
+    stack_metadata,
+    with_window,
+    without_window,
+)
 from retro_atari_kit.envs._validate import (
     CheckedCalls,
     check_bool,
@@ -127,12 +134,17 @@ def make_retro_env(game: str, **kwargs: Any) -> gym.Env:
     frame stack -> action and seed checks. See docs/retro.md. Installs ale-py's matching Atari 2600 ROM on
     first use; raises :class:`retro_atari_kit.roms.RomNotFoundError` when the ROM is missing. When this
     process already has an emulator, the same stack is built in a worker process (:class:`RetroWorkerEnv`).
+    ``render_mode="human"``: that stack with ``"rgb_array"``, shown in a window of this process (never
+    stable-retro's own window; see :mod:`retro_atari_kit.envs._render`).
     """
     global _live_env
     from retro_atari_kit.roms import ensure_rom
 
     info: RetroGame = retro_game(game)
     cfg = validate_retro_kwargs(game, kwargs)  # bad kwargs and missing ROMs raise here, in this process
+    if cfg["render_mode"] == "human":
+        check_window(info.env_id)  # no pygame or no display: one line, before the emulator starts
+        return with_window(make_retro_env(game, **without_window(kwargs)), info.env_id)
     ensure_rom(info)
     if not _emulator_free():
         return _in_worker(game, kwargs, info.env_id)
@@ -159,6 +171,9 @@ def make_retro_env(game: str, **kwargs: Any) -> gym.Env:
             return _in_worker(game, kwargs, info.env_id)
         raise
     _live_env = weakref.ref(retro_env)
+    # stable-retro declares its fps under the pre-gymnasium key only; checkers of the bare emulator
+    # (check_env(env.unwrapped)) read render_fps
+    retro_env.metadata = {**retro_env.metadata, "render_fps": EMULATOR_FPS}
 
     try:
         env: gym.Env = retro_env

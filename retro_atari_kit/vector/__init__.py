@@ -27,6 +27,12 @@ __all__ = ["BACKENDS", "StackedVectorEnv", "make_vector_env", "resolve_backend"]
 
 def _validated(game: str, kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The per-env kwargs validated once, before any worker starts (ALE: resolved with defaults)."""
+    if kwargs.get("render_mode") == "human":  # a window per env, each opened by a worker process
+        raise ValueError(
+            f"RetroKit/{game}-v0: gym.make_vec does not take render_mode='human' (it would open one window "
+            "per env); watch one env with gym.make(id, render_mode='human'), or use render_mode='rgb_array' "
+            "(env.render() returns every env's frame)"
+        )
     if kind == "ale":
         from retro_atari_kit.envs.ale import validate_ale_kwargs
 

@@ -144,7 +144,7 @@ def test_crop_score_true_uses_catalog_box_and_explicit_box_works():
         ({"fire_reset": "yes"}, ValueError, "fire_reset must be one of 'auto', True, False"),
         ({"sticky_actions": 1.5}, ValueError, "sticky_actions must be a probability in [0, 1]"),
         ({"grayscale": "no"}, TypeError, "grayscale must be True or False"),
-        ({"render_mode": "human"}, ValueError, "render_mode must be one of None, 'rgb_array'"),
+        ({"render_mode": "ansi"}, ValueError, "render_mode must be one of None, 'rgb_array', 'human'"),
         ({"crop_score": (1, 2, 3)}, TypeError, "crop_score must be False, True or a box"),
         ({"crop_score": (0, 300, 0, 160)}, ValueError, "outside the 210x160 screen"),
     ],

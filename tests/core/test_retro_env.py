@@ -144,7 +144,7 @@ def test_kwargs_shape_the_stack():
         ({"action_set": "LEFT"}, ValueError, "action_set"),
         ({"action_set": [["LEFT"], ["JUMP"]]}, ValueError, "valid buttons: BUTTON"),
         ({"action_set": [[]] * 0}, TypeError, "non-empty"),
-        ({"render_mode": "human"}, ValueError, "render_mode"),
+        ({"render_mode": "ansi"}, ValueError, "render_mode"),
         ({"players": 0}, ValueError, "players"),
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -34,3 +35,27 @@ def test_rl_zoo3_enjoy_plays_a_saved_model(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"Loading {run / 'RetroKit-Pong-v0.zip'}" in proc.stdout
+
+
+@pytest.mark.parametrize("env_id", ["RetroKit/Pong-v0", "RetroKit/Pong-Atari2600-v0"])
+def test_rl_zoo3_enjoy_renders_in_a_window(tmp_path, env_id):
+    # enjoy without --no-render: the zoo makes the env with render_mode="human" and calls
+    # VecEnv.render("human") every step; SDL's dummy driver stands in for a display
+    pytest.importorskip("rl_zoo3", reason="the zoo extra")
+    pytest.importorskip("pygame", reason="render_mode='human' needs pygame (a package dependency)")
+    from stable_baselines3 import PPO
+
+    name = env_id.replace("/", "-")
+    env = gym.make(env_id)
+    run = tmp_path / "ppo" / f"{name}_1"
+    run.mkdir(parents=True)
+    PPO("CnnPolicy", env, n_steps=16, batch_size=16, seed=0, device="cpu").save(run / f"{name}.zip")
+    env.close()
+    args = f"--algo ppo --env {env_id} --gym-packages retro_atari_kit --exp-id 1 -n 20"
+    cmd = [sys.executable, "-m", "rl_zoo3.enjoy", *args.split(), "-f", str(tmp_path), "--device", "cpu"]
+    environ = {**os.environ, "SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=environ)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"Loading {run / (name + '.zip')}" in proc.stdout
+    assert "tried to render" not in proc.stderr  # SB3's warning when the env cannot render "human"
+    assert "A.L.E: Arcade Learning Environment" not in proc.stderr  # the banner is off from the Python API
