@@ -9,6 +9,7 @@ from typing import Any
 
 from retro_atari_kit.cli._common import CliError
 from retro_atari_kit.presets import PresetError, parse_overrides
+from retro_atari_kit.runs.spec import MAX_SEED
 
 
 def parse_timesteps(text: str | int | float) -> int:
@@ -80,10 +81,6 @@ def nonneg_steps(text: str) -> int:
     if not math.isfinite(value) or value < 0 or value != int(value):
         raise argparse.ArgumentTypeError(f"{text!r} must be a whole number >= 0")
     return int(value)
-
-
-# numpy's legacy seeding (SB3's set_random_seed) and gymnasium's reset take only this range
-MAX_SEED = 2**32 - 1
 
 
 def seed(text: str) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 
@@ -16,69 +17,72 @@ from retro_atari_kit.cli.arguments import (
     positive_int,
     seed,
 )
-from retro_atari_kit.cli.engines import ENGINE_MODULES, engine, prepare_new_run
-from retro_atari_kit.runs.spec import ENGINE_OPTIONS
+from retro_atari_kit.cli.engines import engine, prepare_new_run
+from retro_atari_kit.runs.spec import (
+    ENGINE_OPTION_SPECS,
+    ENGINE_OPTIONS,
+    Option,
+    option_flag_for_setting,
+    spec_options,
+)
+
+# argparse type of each kind of TrainSpec value (runs.spec.Option.kind); steps, settings and kwargs are
+# parsed when the spec is built, for their own one-line messages
+ARG_TYPES = {"count": positive_int, "every": nonneg_steps, "seed": seed, "int": int}
+
+
+def _help(option: Option, default) -> str:
+    if option.kind == "switch" or default is None:
+        return option.help
+    return (
+        f"{option.help} (default: {default:_})"
+        if isinstance(default, int)
+        else f"{option.help} (default: {default})"
+    )
+
+
+def _add_option(parser, dest: str, option: Option, default) -> None:
+    """One TrainSpec field (or engine option) as an argument. Whether it was given must stay visible (--resume
+    refuses recorded options): the parser's default is None ([] / False); the spec's is applied later."""
+    if option.flag is None:
+        parser.add_argument(dest, nargs="?", help=option.help)
+    elif option.kind == "switch":
+        parser.add_argument(option.flag, dest=dest, action="store_true", help=_help(option, default))
+    elif option.kind in ("settings", "kwargs"):
+        parser.add_argument(
+            option.flag, dest=dest, action="append", default=[], metavar=option.metavar, help=option.help
+        )
+    else:
+        parser.add_argument(
+            option.flag,
+            dest=dest,
+            type=ARG_TYPES.get(option.kind),
+            choices=option.choices,
+            default=None,
+            metavar=option.metavar,
+            help=_help(option, default),
+        )
+
+
+def _algorithms_help() -> str:
+    from retro_atari_kit.presets import ALGORITHMS, engine_presets
+
+    rllib = ", ".join(engine_presets("rllib"))
+    return f"{', '.join(ALGORITHMS)} (qrdqn with sb3-contrib); --engine rllib: {rllib}"
 
 
 def add_parser(sub) -> None:
+    algos = _algorithms_help()
     p = sub.add_parser(
         "train",
-        help="train an agent (ppo, a2c, dqn, qrdqn; RLlib: ppo, appo, impala, dqn) with the kit's stack",
+        help=f"train an agent ({algos}) with the kit's stack",
         description="Train an agent on a RetroKit env. Prints the resolved config and a memory estimate "
         "first; Ctrl-C / SIGTERM saves a checkpoint and exits 0.",
     )
-    p.add_argument(
-        "algo",
-        nargs="?",
-        help="ppo, a2c, dqn (qrdqn with sb3-contrib); --engine rllib: ppo, appo, impala, dqn",
-    )
-    p.add_argument("env_id", nargs="?", help="e.g. RetroKit/Pong-v0 (see `retrokit list`)")
-    p.add_argument(
-        "--engine", default=None, choices=sorted(ENGINE_MODULES), help="training engine (default sb3)"
-    )
-    p.add_argument("--network", default=None, help="nature (default) or impala")
-    p.add_argument(
-        "--timesteps",
-        default=None,
-        help="total agent steps, e.g. 2e6 (default 1e6; with --resume: a new total)",
-    )
-    p.add_argument("--n-envs", type=positive_int, default=None, help="parallel envs (default: CPU count)")
-    p.add_argument("--seed", type=seed, default=None, help="default 0")
-    p.add_argument("--device", default=None, help="auto (default), cpu, cuda or cuda:N")
-    p.add_argument("--preset", default=None, help="hyperparameter preset (default: 'default')")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a hyperparameter, e.g. --set n_steps=256 (repeatable; YAML values)",
-    )
-    p.add_argument(
-        "--env-kwarg",
-        dest="env_kwargs",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="env kwarg, e.g. --env-kwarg crop_score=true (repeatable)",
-    )
-    p.add_argument(
-        "--backend", default=None, help="vector backend: auto (default), native, subprocess or inprocess"
-    )
-    p.add_argument("--run-dir", default=None, help="default runs/<env>-<algo>-<network>-<seed>-<time>")
-    p.add_argument("--eval-every", type=nonneg_steps, default=None, help="evaluate every N steps (0: off)")
-    p.add_argument("--eval-episodes", type=positive_int, default=None, help="games per periodic evaluation")
-    p.add_argument(
-        "--checkpoint-every",
-        type=nonneg_steps,
-        default=None,
-        help="checkpoint every N steps (default 1e5, 0: only at the end / on Ctrl-C)",
-    )
-    p.add_argument(
-        "--save-replay-buffer",
-        action="store_true",
-        help="DQN/QR-DQN: also save the replay buffer with checkpoints (large)",
-    )
+    for dest, (option, default) in spec_options().items():
+        if dest == "algo":
+            option = dataclasses.replace(option, help=algos)
+        _add_option(p, dest, option, default)
     p.add_argument(
         "--resume",
         metavar="RUN_DIR",
@@ -90,63 +94,11 @@ def add_parser(sub) -> None:
         action="store_true",
         help="overwrite an existing run dir; train even if the memory estimate exceeds free RAM",
     )
-    rllib = p.add_argument_group("RLlib (--engine rllib)")
-    flag = ENGINE_OPTIONS["rllib"]  # option name -> flag, the one list
-    rllib.add_argument(
-        flag["num_env_runners"],
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="env runner processes (default: the cluster's CPUs minus one)",
-    )
-    rllib.add_argument(
-        flag["num_envs_per_env_runner"],
-        type=positive_int,
-        default=None,
-        metavar="K",
-        help="envs per runner, one vector env (default: the preset's)",
-    )
-    rllib.add_argument(
-        flag["address"],
-        default=None,
-        metavar="auto|HOST:PORT",
-        help="join a running Ray cluster (default: start a local Ray with this machine's CPUs)",
-    )
-    rllib.add_argument(flag["num_gpus"], type=int, default=None, metavar="G", help="GPUs for the learner(s)")
+    for engine_name, options in ENGINE_OPTION_SPECS.items():
+        group = p.add_argument_group(f"{engine_name} (--engine {engine_name})")
+        for option in options.values():
+            _add_option(group, _dest(option.flag), option, None)
     p.set_defaults(func=run)
-
-
-# The defaults of the options a run's config records (None in the parser, so that --resume can tell what
-# was given: a resumed run keeps the settings of its config.yaml).
-SPEC_DEFAULTS = {
-    "engine": "sb3",
-    "network": "nature",
-    "seed": 0,
-    "device": "auto",
-    "preset": "default",
-    "backend": "auto",
-    "eval_every": 0,
-    "eval_episodes": 5,
-    "checkpoint_every": 100_000,
-}
-# option dest -> flag, for the options --resume refuses
-RECORDED_OPTIONS = {
-    "engine": "--engine",
-    "network": "--network",
-    "n_envs": "--n-envs",
-    "seed": "--seed",
-    "device": "--device",
-    "preset": "--preset",
-    "overrides": "--set",
-    "env_kwargs": "--env-kwarg",
-    "backend": "--backend",
-    "run_dir": "--run-dir",
-    "eval_every": "--eval-every",
-    "eval_episodes": "--eval-episodes",
-    "checkpoint_every": "--checkpoint-every",
-    "save_replay_buffer": "--save-replay-buffer",
-    "force": "--force",
-}
 
 
 def _dest(flag: str) -> str:
@@ -154,14 +106,13 @@ def _dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-# the engine-only options (runs.ENGINE_OPTIONS) are recorded in config.yaml too
-RECORDED_OPTIONS.update({_dest(f): f for options in ENGINE_OPTIONS.values() for f in options.values()})
-
-
-def _value(args: argparse.Namespace, dest: str):
-    """The option's value, or its default when it was not given."""
-    value = getattr(args, dest)
-    return SPEC_DEFAULTS[dest] if value is None else value
+# option dest -> flag, for the options --resume refuses: the spec's recorded options, the engine-only
+# options (recorded in config.yaml too) and --force
+RECORDED_OPTIONS = {
+    **{dest: option.flag for dest, (option, _) in spec_options().items() if option.flag and option.recorded},
+    **{_dest(flag): flag for options in ENGINE_OPTIONS.values() for flag in options.values()},
+    "force": "--force",
+}
 
 
 def _refuse_options_with_resume(args: argparse.Namespace) -> None:
@@ -190,6 +141,30 @@ def _engine_options(args: argparse.Namespace) -> dict:
     return given
 
 
+def _spec_values(args: argparse.Namespace) -> dict:
+    """The TrainSpec fields from the arguments: given values parsed by their kind, the spec's defaults for the
+    others."""
+    values = {}
+    for dest, (option, default) in spec_options().items():
+        value = getattr(args, dest)
+        if value is None or (option.kind in ("settings", "kwargs") and not value):
+            value = default
+        elif option.kind == "steps":
+            value = parse_timesteps(value)
+        elif option.kind == "settings":
+            value = parse_set(value)
+            for key in value:
+                if option_flag_for_setting(key):
+                    flag = option_flag_for_setting(key)
+                    raise CliError(f"--set {key}=...: {key} is set by {flag}; use {flag} instead of --set")
+        elif option.kind == "kwargs":
+            value = parse_env_kwargs(value)
+        if option.kind == "lower" and isinstance(value, str):
+            value = value.lower()
+        values[dest] = value
+    return values
+
+
 def run(args: argparse.Namespace) -> int:
     from retro_atari_kit.runs import StopRequested, stop_signals
 
@@ -216,6 +191,10 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
             name = load_config(args.resume)["engine"] if os.path.isdir(args.resume) else "sb3"
             if os.path.isdir(args.resume):  # a kit run: lock it before anything of it is read or written,
                 held.enter_context(RunLock(args.resume))  # so of two resumes exactly one goes on
+                from retro_atari_kit.runs.checkpoints import discard_unfinished_writes
+
+                for note in discard_unfinished_writes(args.resume):  # left by a trainer killed mid-save
+                    print(note)
         backend = engine(name)
         with user_errors():
             config, run_dir, checkpoint = backend.prepare_resume(args.resume, timesteps=total)
@@ -227,23 +206,7 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
         if args.run_dir is not None and not args.run_dir.strip():
             raise CliError("--run-dir '' names no folder; pass one, or leave --run-dir out (the default)")
         spec = TrainSpec(
-            algo=args.algo.lower(),
-            env_id=args.env_id,
-            engine=_value(args, "engine"),
-            network=_value(args, "network").lower(),
-            timesteps=parse_timesteps("1e6" if args.timesteps is None else args.timesteps),
-            n_envs=args.n_envs,
-            seed=_value(args, "seed"),
-            device=_value(args, "device"),
-            preset=_value(args, "preset"),
-            overrides=parse_set(args.overrides),
-            env_kwargs=parse_env_kwargs(args.env_kwargs),
-            run_dir=args.run_dir,
-            eval_every=_value(args, "eval_every"),
-            eval_episodes=_value(args, "eval_episodes"),
-            checkpoint_every=_value(args, "checkpoint_every"),
-            save_replay_buffer=args.save_replay_buffer,
-            backend=_value(args, "backend"),
+            **_spec_values(args),
             command=getattr(args, "command_line", ""),
             engine_options=_engine_options(args),
         )
