@@ -24,6 +24,7 @@ from retro_atari_kit.integrations.rllib.policy import (
     read_policy_file,
 )
 
+from retro_atari_kit.processes import stop_signals_blocked
 from retro_atari_kit.runs import (
     CONFIG_FILE,
     ENGINE_OPTIONS,
@@ -206,10 +207,13 @@ def _connect(config: dict[str, Any]) -> bool:
     address = (config.get("rllib") or {}).get("address")
     check_address(address)
     try:
-        if address:
-            ray.init(address=address, include_dashboard=False, logging_level="warning")
-        else:
-            ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, logging_level="warning")
+        # Ray's processes (GCS, raylet and its agents) are born with the stop signals blocked and never see
+        # them: a SIGTERM to the whole group must not take Ray down before the stop checkpoint is saved
+        with stop_signals_blocked():
+            if address:
+                ray.init(address=address, include_dashboard=False, logging_level="warning")
+            else:
+                ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, logging_level="warning")
     except ConnectionError as exc:
         raise RunError(f"cannot connect to Ray at {address}: {str(exc).strip().splitlines()[0]}") from None
     return True

@@ -1,7 +1,8 @@
 """Child processes of the kit (the vector env's workers, the retro env worker, the SB3 play process):
 one host for all of them.
 
-- :mod:`.start`: the start method, what to tell the user when a child dies while starting, exceptions that
+- :mod:`.start`: the start method, the stop signals only the parent acts on (a child is started with them
+  blocked and ignores them), what to tell the user when a child dies while starting, exceptions that
   cross a pipe, a bounded stop of any process.
 - :mod:`.host`: :class:`ChildProcess` (start a child with a pipe; send, receive and request with a wait
   that notices a dead child at once; the one died error; stop), :func:`serve` (the child side of a
@@ -22,20 +23,25 @@ from retro_atari_kit.processes.host import (
     stop_all,
 )
 from retro_atari_kit.processes.start import (
+    STOP_SIGNALS,
     default_start_method,
     end_process,
+    ignore_stop_signals,
     picklable_exception,
+    stop_signals_blocked,
     unreadable_main_script,
     worker_start_hint,
 )
 
 __all__ = [
+    "STOP_SIGNALS",
     "ChildDiedError",
     "ChildProcess",
     "Handler",
     "default_start_method",
     "end_process",
     "exit_reason",
+    "ignore_stop_signals",
     "one_line",
     "picklable_exception",
     "receive_all",
@@ -43,6 +49,7 @@ __all__ = [
     "reply_error",
     "serve",
     "stop_all",
+    "stop_signals_blocked",
     "unreadable_main_script",
     "worker_start_hint",
 ]

@@ -6,10 +6,12 @@ killer, ``kill -9``) raises one :class:`ChildDiedError` line naming it, its pid 
 gone; a child that stays silent past a timeout is stopped and named the same way. Nothing waits unbounded
 on a dead child, and :meth:`ChildProcess.stop` is bounded too.
 
-Child side: every child ignores SIGINT (Ctrl-C is the parent's to handle; it stops its children), and an
-exception that escapes ``target`` is sent to the parent as the reason it died. :func:`serve` is the loop of
-a request/answer child: build a handler, answer each ``(command, data)`` with the handler's result or its
-exception, until ``close`` or the parent's end of the pipe closes.
+Child side: every child ignores the stop signals, SIGINT, SIGTERM and SIGHUP (Ctrl-C, or a scheduler's
+SIGTERM to the whole process group: the parent saves its work while the children keep serving, then stops
+them), from its first instruction on (it is started with them blocked); it still ends with its parent (EOF
+on the pipe). An exception that escapes ``target`` is sent to the parent as the reason it died.
+:func:`serve` is the loop of a request/answer child: build a handler, answer each ``(command, data)`` with
+the handler's result or its exception, until ``close`` or the parent's end of the pipe closes.
 
 Messages from child to parent: ``("ok", value)``; ``("error", exception, traceback)``: the command raised,
 the child goes on; ``("fatal", one line, traceback)``: the child is exiting because of that exception.
@@ -28,7 +30,9 @@ from typing import Any, Protocol
 from retro_atari_kit.processes.start import (
     default_start_method,
     end_process,
+    ignore_stop_signals,
     picklable_exception,
+    stop_signals_blocked,
     worker_start_hint,
 )
 
@@ -69,8 +73,8 @@ def one_line(exc: BaseException) -> str:
 
 # -- child side ---------------------------------------------------------------------------------------------
 def _child_main(conn: Connection, parent_end: Connection | None, target: Callable, args: tuple) -> None:
-    """What every child runs: ``target(conn, *args)``, SIGINT ignored, a fatal exception reported."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is handled by the parent, which stops its children
+    """What every child runs: ``target(conn, *args)``, stop signals ignored, a fatal exception reported."""
+    ignore_stop_signals()  # the parent handles them: it saves, then stops its children
     if parent_end is not None:
         parent_end.close()  # fork: without this the child would never see EOF when the parent goes
     try:
@@ -183,7 +187,8 @@ class ChildProcess:
             target=_child_main, args=(child_end, inherited, target, tuple(args)), name=name, daemon=daemon
         )
         try:
-            self.process.start()
+            with stop_signals_blocked(self.start_method):  # so it cannot die of one before it ignores them
+                self.process.start()
         except BaseException:
             self.conn.close()
             raise

@@ -1,18 +1,70 @@
-"""How a child process starts and ends: a start method that never copies the parent's emulator, what to
-tell the user when a child dies while starting, exceptions that survive a pipe, and a bounded stop."""
+"""How a child process starts and ends: a start method that never copies the parent's emulator, stop
+signals that reach only the parent, what to tell the user when a child dies while starting, exceptions that
+survive a pipe, and a bounded stop."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import pickle
+import signal
 import sys
+from collections.abc import Iterator
+
+# What a terminal, systemd, Slurm or `kill -TERM -PGID` sends to stop a job: often to every process of the
+# group (or cgroup) at once. Only the kit's main process acts on them: it saves a checkpoint while its
+# children keep serving, then closes them. A child ignores them; it still ends when its parent does (EOF on
+# its pipe).
+STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+_HAVE_SIGMASK = hasattr(signal, "pthread_sigmask")
 
 
 def default_start_method() -> str:
     """``forkserver`` where the platform has it, else ``spawn``: a forked child would inherit the parent's
     emulator state (stable-retro allows one per process) and threads."""
     return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+
+
+@contextlib.contextmanager
+def stop_signals_blocked(start_method: str | None = None) -> Iterator[None]:
+    """Start children inside this block: the stop signals are blocked in the calling thread, so a child
+    (and the forkserver this may start) is born with them blocked and cannot die of one before
+    :func:`ignore_stop_signals` runs in it; that happens first thing in the child, however long its
+    interpreter takes to start. A program that never unblocks them (Ray's processes) never gets them.
+
+    Nothing is lost in this process: a signal sent meanwhile is handled by another thread, or stays pending
+    until the block ends and is handled then. The resource tracker a ``forkserver`` / ``spawn`` start
+    (``start_method``; None: no multiprocessing child) may launch unblocks SIGINT and SIGTERM when it is
+    done, so it is launched here first (it ignores them itself).
+    """
+    if not _HAVE_SIGMASK:
+        yield
+        return
+    if start_method in ("forkserver", "spawn"):
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        if start_method == "forkserver":  # its server forks every later child: born with the signals blocked
+            from multiprocessing import forkserver
+
+            forkserver.ensure_running()
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def ignore_stop_signals() -> None:
+    """Child side: ignore the stop signals (the parent handles them and closes its children), then unblock
+    them (one that arrived while the child started is discarded)."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    if _HAVE_SIGMASK:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def picklable_exception(exc: BaseException) -> BaseException:

@@ -12,9 +12,10 @@ It runs :func:`main` in a ``spawn``-ed child of the kit's child-process host
 - ``("close", None)`` -> close the envs and exit.
 
 On any error the host sends the trainer the error as one line and the player exits with code 1. Like every
-child of the host it ignores SIGINT (Ctrl-C is the trainer's to handle: it saves a checkpoint and then
-closes the player); it also dies with its parent (Linux ``PR_SET_PDEATHSIG``, plus a parent-pid check while
-waiting), so it never outlives the trainer.
+child of the host it ignores SIGINT, SIGTERM and SIGHUP, even when they reach the whole process group (a stop
+is the trainer's to handle: it saves a checkpoint and then closes the player); it also dies with its
+parent (Linux ``PR_SET_PDEATHSIG``, plus a parent-pid check while waiting), so it never outlives the
+trainer.
 
 Actions are chosen exactly as SB3's ``OffPolicyAlgorithm._sample_action`` and ``DQN.predict`` /
 ``QRDQN.predict`` choose them: uniform random actions (``action_space.sample()`` per env) before
