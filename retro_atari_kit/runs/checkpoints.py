@@ -4,6 +4,10 @@ The step count is in the name, so listing needs no engine. A checkpoint can be a
 directory (RLlib's). The final model is the last checkpoint published under a stable name as an independent
 copy, written atomically: no hard link or symlink, so one damaged write (or a damaged checkpoint) never
 takes both, and deleting ``checkpoints/`` keeps the final model.
+
+A trainer killed while saving (SIGKILL, the OOM killer, a power loss) leaves a temporary of the atomic write,
+or after a power loss possibly a named zip that was never completed; :func:`discard_unfinished_writes`
+removes both before a resume, which then starts from the newest complete checkpoint.
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ import glob
 import os
 import re
 import shutil
+import zipfile
 
-from retro_atari_kit.runs.files import atomic_write
+from retro_atari_kit.runs.files import atomic_write, leftover_temporaries
+from retro_atari_kit.runs.lock import lock_owner
 
 CHECKPOINT_DIR = "checkpoints"
 _NAME = re.compile(r"^model_(\d+)_steps(\.zip)?$")
@@ -56,3 +62,49 @@ def publish_final_model(checkpoint: str, final: str) -> None:
             os.fsync(fh.fileno())
 
     atomic_write(final, copy)
+
+
+def _complete_zip(path: str) -> bool:
+    """True if ``path`` is a whole zip archive: its directory at the end, every member's checksum right."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return zf.testzip() is None
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
+        return False
+
+
+def discard_unfinished_writes(run_dir: str) -> list[str]:
+    """Remove what writes cut short left in ``run_dir`` and its ``checkpoints/``; one line per removal.
+
+    - temporaries of atomic writes (``.model_<steps>_steps.tmp-<pid>.zip``, RLlib's ``....tmp-<pid>/``)
+      of a process that no longer writes: a trainer killed while saving;
+    - ``.zip`` checkpoints newer than the newest complete one that are not complete zip archives (a power
+      loss before the data reached the disk, a copy cut short): a resume starts from the newest complete
+      one instead of failing. With no complete zip checkpoint at all nothing named is removed.
+
+    Does nothing while another live process holds the run's lock (its writes may be under way); call it
+    holding the lock, before the run's checkpoints are read.
+    """
+    if lock_owner(run_dir) is not None:
+        return []
+    notes: list[str] = []
+
+    def remove(path: str, why: str) -> None:
+        try:
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+            notes.append(f"removed {path}: {why}")
+        except OSError as exc:
+            notes.append(f"could not remove {path} ({exc.strerror}): {why}; delete it by hand")
+
+    for directory in (run_dir, os.path.join(run_dir, CHECKPOINT_DIR)):
+        for path in leftover_temporaries(directory):
+            remove(path, "a write cut short (its process was killed while saving)")
+    zips = [path for _, path in list_checkpoints(run_dir) if os.path.isfile(path) and path.endswith(".zip")]
+    damaged = []
+    for path in reversed(zips):  # newest first: only those newer than the newest complete one are read
+        if _complete_zip(path):
+            for cut in damaged:
+                remove(cut, f"not a complete zip archive (a write cut short); the newest complete is {path}")
+            break
+        damaged.append(path)
+    return notes

@@ -1,15 +1,20 @@
 """Atomic writes: a reader never sees a half-written config, model or log.
 
-Every file (or directory) is written under a temporary name in the destination's own directory, then
-renamed over the destination with ``os.replace``, which is atomic on POSIX and Windows within one file
-system.
+Every file (or directory) is written under a temporary name in the destination's own directory
+(``.<stem>.tmp-<pid><ext>``), flushed to disk, then renamed over the destination with ``os.replace``, which
+is atomic on POSIX and Windows within one file system; the directory is flushed too, so after a power loss
+the destination is the old file or the new one, whole. A process killed while writing (SIGKILL, the OOM
+killer) leaves only its temporary: :func:`leftover_temporaries` finds them.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Callable
+
+_TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)")  # a temporary of _temporary_path, or its ".old" aside
 
 
 def _temporary_path(path: str) -> str:
@@ -17,6 +22,35 @@ def _temporary_path(path: str) -> str:
     stem, ext = os.path.splitext(name)
     # keep the extension last: some writers (SB3's model.save) append ".zip" to names without it
     return os.path.join(directory, f".{stem}.tmp-{os.getpid()}{ext}")
+
+
+def leftover_temporaries(directory: str) -> list[str]:
+    """Paths of the temporaries of atomic writes in ``directory`` that another process started: writes cut
+    short if that process is gone. Only the caller knows whether it is (e.g. it holds the run's lock)."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    mine = str(os.getpid())
+    return [
+        os.path.join(directory, name)
+        for name in names
+        if (match := _TEMPORARY.match(name)) is not None and match.group(1) != mine
+    ]
+
+
+def _sync(path: str) -> None:
+    """Flush a file, or a directory's entries, to disk (best effort: not every file system can)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def atomic_write(path: str, write: Callable[[str], None]) -> None:
@@ -29,6 +63,8 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
     tmp = _temporary_path(path)
     try:
         write(tmp)
+        if os.path.isfile(tmp):  # on disk before it takes the name: a crash never leaves a named stub
+            _sync(tmp)
         if os.path.isdir(tmp) and os.path.isdir(path):
             old = f"{tmp}.old"
             os.replace(path, old)
@@ -36,6 +72,7 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
+        _sync(os.path.dirname(tmp))
     except BaseException:
         if os.path.isdir(tmp):
             shutil.rmtree(tmp, ignore_errors=True)

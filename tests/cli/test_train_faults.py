@@ -226,6 +226,48 @@ def test_a_damaged_progress_part_does_not_make_the_run_unresumable(tiny_run, tmp
     assert _totals(run)[-1] == 96 and _steps_of(os.path.join(run, "model.zip")) == 96
 
 
+def test_resume_removes_what_a_kill_mid_save_left_and_starts_from_the_last_complete(
+    tiny_run, tmp_path, capsys
+):
+    run = _copy(tiny_run, tmp_path)
+    ckpts = os.path.join(run, "checkpoints")
+    good = os.path.join(ckpts, "model_64_steps.zip")
+    with open(good, "rb") as fh:
+        data = fh.read()
+    # SIGKILL while SB3 wrote the next checkpoint: the temporary of the atomic write, cut short
+    cut_temporary = os.path.join(ckpts, ".model_96_steps.tmp-999999.zip")
+    with open(cut_temporary, "wb") as fh:
+        fh.write(data[: len(data) // 2])
+    # ... while RLlib wrote one: a temporary directory
+    cut_directory = os.path.join(ckpts, ".model_128_steps.tmp-999998")
+    os.makedirs(os.path.join(cut_directory, "learner_group"))
+    # a named checkpoint that never got all its data (a power loss right after the rename): newer than 64
+    cut_named = os.path.join(ckpts, "model_96_steps.zip")
+    with open(cut_named, "wb") as fh:
+        fh.write(data[: len(data) // 3])
+    capsys.readouterr()
+    assert main(["train", "--resume", run, "--timesteps", "96"]) == 0
+    out = capsys.readouterr().out
+    for path in (cut_temporary, cut_directory, cut_named):
+        assert f"removed {path}: " in out, out
+    assert f"resuming from {good} (64 steps)" in out
+    assert _steps_of(cut_named) == 96 and _steps_of(os.path.join(run, "model.zip")) == 96  # written anew
+    assert not _leftovers(run)
+
+
+def test_resume_removes_nothing_named_when_no_checkpoint_is_complete(tiny_run, tmp_path, capsys):
+    run = _copy(tiny_run, tmp_path)
+    for _, path in list_checkpoints(run):
+        with open(path, "r+b") as fh:
+            fh.truncate(100)
+    before = _snapshot(run)
+    capsys.readouterr()
+    assert main(["train", "--resume", run, "--timesteps", "96"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot read checkpoint" in err, err
+    assert _snapshot(run) == before
+
+
 def test_model_zip_survives_a_damaged_last_checkpoint(tiny_run, tmp_path):
     final, (steps, last) = os.path.join(tiny_run, "model.zip"), list_checkpoints(tiny_run)[-1]
     assert not os.path.samefile(final, last)  # two files (a copy of the run could not tell a hard link)
