@@ -12,6 +12,7 @@ It also makes the episode recorders users wrap around a kit env report its true 
 integration as soon as that framework is loaded (:mod:`retro_atari_kit._post_import`).
 """
 
+import retro_atari_kit._early_interrupt as _early_interrupt  # noqa: F401 - first: Ctrl-C while `retrokit` starts
 from retro_atari_kit import _post_import
 from retro_atari_kit.recorders import adapt_gymnasium_recorders
 from retro_atari_kit.registration import register_all

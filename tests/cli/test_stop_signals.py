@@ -1,0 +1,342 @@
+"""Real schedulers stop a job by signalling its whole process group (systemd, Slurm's ``scancel``,
+``kill -TERM -PGID``) or by closing its terminal: ``retrokit train`` must save a stop checkpoint and exit 0
+exactly as on Ctrl-C, whatever processes its envs run in. Real processes, real signals, real training.
+
+Each case starts the command in its own session (its own process group), waits for a periodic checkpoint,
+signals the group, and checks: exit code 0, a stop checkpoint past every periodic one there was, nothing
+half-written or locked, no process of the group left, and a ``--resume`` that continues from it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from retro_atari_kit.runs import list_checkpoints
+
+CLI = [sys.executable, "-m", "retro_atari_kit.cli"]
+ENV = "RetroKit/Pong-v0"
+RETRO_ENV = "RetroKit/Airstriker-Genesis-v0"
+CHILD_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+PPO = ["--n-envs", "2", "--set", "n_steps=32", "--set", "batch_size=32", "--checkpoint-every", "64"]
+# DQN with its envs in a play process (on a CPU learner only with `when: always`), a small replay
+PLAY = [
+    "--preset", "pong-dqn-fast", "--set", "parallel_play.when=always", "--set", "learning_starts=64",
+    "--set", "buffer_size=1000", "--n-envs", "2", "--checkpoint-every", "128",
+]  # fmt: skip
+RLLIB = [
+    "--engine", "rllib", "--num-env-runners", "1", "--envs-per-runner", "2",
+    "--set", "train_batch_size_per_learner=32", "--set", "rollout_fragment_length=16",
+    "--set", "min_time_s_per_iteration=1", "--checkpoint-every", "32",
+]  # fmt: skip
+
+
+def _leftovers(run: str) -> list[str]:
+    """Temporaries of atomic writes and the lock file: none may outlive a command."""
+    names = glob.glob(os.path.join(run, "**", ".*tmp*"), recursive=True)
+    return names + glob.glob(os.path.join(run, ".train.pid"))
+
+
+def _steps_of(path: str) -> int:
+    from stable_baselines3 import PPO
+
+    return int(PPO.load(path, device="cpu").num_timesteps)
+
+
+def start(tmp_path, *argv: str, **kwargs) -> subprocess.Popen:
+    """``retrokit`` in its own session, output to files (read with :func:`output`)."""
+    kwargs.setdefault("stdout", open(tmp_path / "stdout.txt", "w"))  # noqa: SIM115 - the child's
+    kwargs.setdefault("stderr", open(tmp_path / "stderr.txt", "w"))  # noqa: SIM115
+    return subprocess.Popen([*CLI, *argv], start_new_session=True, env=CHILD_ENV, **kwargs)
+
+
+def output(tmp_path) -> str:
+    return "".join(
+        (tmp_path / name).read_text(errors="replace")
+        for name in ("stdout.txt", "stderr.txt")
+        if (tmp_path / name).exists()
+    )
+
+
+def _alive(pid: int) -> bool:
+    """True unless ``pid`` is gone or a zombie (an orphan this container's init may never reap)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid``."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                pids.append(int(name))
+    return pids
+
+
+def assert_group_ends(pgid: int, within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not group_members(pgid), f"processes of the group outlived the command: {group_members(pgid)}"
+
+
+def signal_group_after_a_checkpoint(proc: subprocess.Popen, tmp_path, run: str, sig: int) -> list[int]:
+    """Once the run has a periodic checkpoint, send ``sig`` to the command's whole process group; wait for
+    the command to end. Returns the steps of the checkpoints that existed when the signal was sent."""
+    deadline = time.monotonic() + 400
+    while not list_checkpoints(run):
+        assert proc.poll() is None, output(tmp_path)[-3000:]
+        assert time.monotonic() < deadline, "no periodic checkpoint in time"
+        time.sleep(0.1)
+    before = [steps for steps, _ in list_checkpoints(run)]
+    os.killpg(proc.pid, sig)
+    try:
+        proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return before
+
+
+def assert_stopped_and_resumable(tmp_path, proc: subprocess.Popen, run: str, before: list[int], more: int):
+    """The stop checkpoint is past every checkpoint ``before`` the signal; ``--resume`` continues from it."""
+    text = output(tmp_path)
+    assert proc.returncode == 0, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    steps, path = list_checkpoints(run)[-1]
+    assert f"interrupted at {steps} steps; checkpoint {path}" in text, text[-3000:]
+    assert steps > max(before)
+    assert not _leftovers(run)
+    assert_group_ends(proc.pid)
+    resumed = subprocess.run(
+        [*CLI, "train", "--resume", run, "--timesteps", str(steps + more)],
+        capture_output=True,
+        text=True,
+        env=CHILD_ENV,
+        timeout=400,
+    )
+    assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-3000:]
+    assert f"resuming from {path} ({steps} steps)" in resumed.stdout
+    assert list_checkpoints(run)[-1][0] >= steps + more
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["ppo", ENV, "--backend", "native", *PPO], id="native"),
+        pytest.param(["ppo", ENV, "--backend", "subprocess", *PPO], id="subprocess"),
+        pytest.param(["ppo", ENV, "--backend", "inprocess", *PPO], id="inprocess"),
+        pytest.param(["ppo", RETRO_ENV, *PPO], id="retro-subprocess"),
+        pytest.param(["dqn", ENV, *PLAY], id="parallel-play"),
+    ],
+)
+def test_sigterm_to_the_process_group_saves_and_exits_0(tmp_path, argv):
+    run = str(tmp_path / "run")
+    proc = start(tmp_path, "train", *argv, "--timesteps", "1e6", "--run-dir", run)
+    before = signal_group_after_a_checkpoint(proc, tmp_path, run, signal.SIGTERM)
+    assert_stopped_and_resumable(tmp_path, proc, run, before, more=64)
+
+
+def test_sighup_with_the_terminal_gone_saves_and_exits_0(tmp_path):
+    # closing a terminal: SIGHUP to the job, and nobody reads its output any more
+    run = str(tmp_path / "run")
+    proc = start(tmp_path, "train", "ppo", ENV, *PPO, "--timesteps", "1e6", "--run-dir", run,
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    os.read(proc.stdout.fileno(), 1)
+    proc.stdout.close()
+    proc.stderr.close()
+    before = signal_group_after_a_checkpoint(proc, tmp_path, run, signal.SIGHUP)
+    assert proc.returncode == 0
+    steps, path = list_checkpoints(run)[-1]
+    assert steps > max(before) and _steps_of(path) == steps
+    assert not _leftovers(run)
+    assert_group_ends(proc.pid)
+
+
+@pytest.mark.timeout(900)
+def test_rllib_sigterm_to_the_process_group_saves_and_exits_0(tmp_path):
+    # Ray's GCS and raylet run in the driver's process group and shut down on SIGTERM; started with the stop
+    # signals blocked they live until the driver has saved (its env runners have groups of their own)
+    pytest.importorskip("ray.rllib", reason="the RLlib engine needs Ray RLlib")
+    run = str(tmp_path / "run")
+    proc = start(tmp_path, "train", "appo", ENV, *RLLIB, "--timesteps", "1e6", "--run-dir", run)
+    before = signal_group_after_a_checkpoint(proc, tmp_path, run, signal.SIGTERM)
+    assert_stopped_and_resumable(tmp_path, proc, run, before, more=32)
+
+
+# the retro env worker: a second stable-retro env in a process that has one runs in a worker process
+RETRO_WORKER = textwrap.dedent(
+    """
+    import gymnasium as gym
+    import retro_atari_kit
+    from retro_atari_kit.runs import stop_signals
+
+    first = gym.make("RetroKit/Airstriker-Genesis-v0")
+    second = gym.make("RetroKit/Airstriker-Genesis-v0")
+    assert type(second.unwrapped).__name__ == "RetroWorkerEnv", type(second.unwrapped)
+    with stop_signals() as stop:
+        second.reset(seed=0)
+        print("ready", flush=True)
+        while not stop.requested:
+            second.step(second.action_space.sample())
+        for _ in range(50):  # the worker outlived the group's signal: the owner closes it after saving
+            second.step(second.action_space.sample())
+    second.close()
+    first.close()
+    print("stepped on after signal", stop.signum, flush=True)
+    """
+)
+
+
+def test_the_retro_env_worker_outlives_a_sigterm_to_the_group(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RETRO_WORKER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True, env=CHILD_ENV,
+    )  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, err
+    assert f"stepped on after signal {int(signal.SIGTERM)}" in out
+    assert_group_ends(proc.pid)
+
+
+ORPHANED = textwrap.dedent(
+    """
+    import time
+    from retro_atari_kit.vector import make_vector_env
+
+    if __name__ == "__main__":
+        venv = make_vector_env("Pong", 2, backend="subprocess")
+        venv.reset(seed=0)
+        print(" ".join(str(w.pid) for w in venv.driver.workers), flush=True)
+        time.sleep(600)
+    """
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_workers_end_with_a_parent_that_no_signal_handler_saved(tmp_path, sig):
+    # a script of the user's with no stop handling: the group's SIGTERM ends it, its workers ignore the
+    # signal, and end because their parent did (EOF on their pipes), as they do after a SIGKILL
+    script = tmp_path / "orphaned.py"
+    script.write_text(ORPHANED)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=CHILD_ENV,
+    )
+    try:
+        workers = [int(pid) for pid in proc.stdout.readline().split()]
+        assert len(workers) == 2 and all(_alive(pid) for pid in workers)
+        os.killpg(proc.pid, sig)
+        assert proc.wait(timeout=60) == -sig
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in workers if _alive(pid)], "a worker outlived its parent"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+# Ctrl-C while the command is still importing the kit: a script named `retrokit` (as the console script
+# is) that sends itself SIGINT when numpy starts being imported, deep inside `import retro_atari_kit`
+INTERRUPTED_IMPORT = textwrap.dedent(
+    """
+    import os
+    import signal
+    import sys
+
+
+    class SigintOnNumpy:
+        def find_spec(self, name, path=None, target=None):
+            if name == "numpy":
+                sys.meta_path.remove(self)
+                os.kill(os.getpid(), signal.SIGINT)
+            return None
+
+
+    sys.meta_path.insert(0, SigintOnNumpy())
+    from retro_atari_kit.cli import main
+
+    sys.exit(main())
+    """
+)
+
+
+def test_ctrl_c_while_importing_is_one_line_and_exit_130(tmp_path):
+    script = tmp_path / "retrokit"
+    script.write_text(INTERRUPTED_IMPORT)
+    run = tmp_path / "run"
+    res = subprocess.run(
+        [sys.executable, str(script), "train", "ppo", ENV, "--run-dir", str(run)],
+        capture_output=True, text=True, env=CHILD_ENV, cwd=str(tmp_path), timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 130, res.stderr
+    assert res.stderr == "retrokit: interrupted\n" and res.stdout == ""
+    assert not run.exists()
+    # a program that imports the kit keeps Python's own KeyboardInterrupt
+    script.rename(tmp_path / "other.py")
+    res = subprocess.run(
+        [sys.executable, str(tmp_path / "other.py")],
+        capture_output=True,
+        text=True,
+        env=CHILD_ENV,
+        timeout=120,
+    )
+    assert "Traceback" in res.stderr and "KeyboardInterrupt" in res.stderr
+
+
+@pytest.mark.parametrize("closed", ["stdout", "stderr", "both"])
+def test_closed_output_does_not_stop_or_fail_a_run(tmp_path, closed):
+    # `retrokit train ... >&-` (and 2>&-): Python starts without the stream; the run trains on, exit 0
+    run = str(tmp_path / "run")
+    redirect = {"stdout": ">&-", "stderr": "2>&-", "both": ">&- 2>&-"}[closed]
+    cmd = " ".join([*CLI, "train", "ppo", ENV, *PPO, "--timesteps", "128", "--run-dir", run])
+    res = subprocess.run(
+        ["sh", "-c", f"exec {cmd} {redirect}"], capture_output=True, text=True, env=CHILD_ENV, timeout=400
+    )
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "Traceback" not in res.stdout + res.stderr
+    assert _steps_of(os.path.join(run, "model.zip")) == 128
+    assert not _leftovers(run)
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_reader_that_goes_away_does_not_stop_or_fail_a_run(tmp_path, stream):
+    # `retrokit train ... | head -1`: the reader of one stream is gone after one line; the other is kept
+    run = str(tmp_path / "run")
+    pipes = {stream: subprocess.PIPE}
+    proc = start(tmp_path, "train", "ppo", ENV, *PPO, "--timesteps", "128", "--run-dir", run, **pipes)
+    reader = getattr(proc, stream)
+    assert os.read(reader.fileno(), 1)  # stdout: the first line of the config; stderr: the progress bar
+    reader.close()
+    assert proc.wait(timeout=400) == 0, output(tmp_path)[-3000:]
+    assert "Traceback" not in output(tmp_path)
+    assert _steps_of(os.path.join(run, "model.zip")) == 128
+    assert not _leftovers(run)
