@@ -4,10 +4,14 @@ the RLlib engine's ``KitPolicy``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+# called as each game ends: (games ended so far, true score, agent steps of that game)
+GameEnded = Callable[[int, float, int], None]
 
 
 def check_model_fits(model: Any, env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
@@ -36,15 +40,19 @@ def evaluate_model(
     seed: int = 0,
     deterministic: bool = False,
     max_envs: int = 4,
+    on_game: GameEnded | None = None,
 ) -> list[float]:
     """Play ``episodes`` whole games and return their true scores.
 
     The score is ``info["episode"]["r"]`` from the kit's true-score wrapper: the sum of unclipped rewards
     over all lives, reported only when the real game ends (life losses do not end an evaluation game).
     Episodes are split evenly over up to ``max_envs`` envs (1 for stable-retro) so short games do not bias
-    the mean.
+    the mean. ``on_game(k, score, steps)`` is called as the k-th game ends (``retrokit eval`` prints it).
+    torch plays on one thread (:func:`retro_atari_kit.models.threads.playing_threads`: batch-of-a-few
+    forwards gain nothing from more, and lose much on shared cores), its count restored after.
     """
     from retro_atari_kit.catalog import env_kind
+    from retro_atari_kit.models.threads import playing_threads
     from retro_atari_kit.registration import make_env
 
     kwargs = dict(env_kwargs or {})
@@ -59,19 +67,22 @@ def evaluate_model(
         scores: list[float] = []
         state = None
         starts = np.ones((n,), dtype=bool)
-        while sum(done_counts) < episodes:
-            actions, state = model.predict(
-                obs, state=state, episode_start=starts, deterministic=deterministic
-            )
-            for i, env in enumerate(envs):
-                obs[i], _, terminated, truncated, info = env.step(actions[i])
-                starts[i] = terminated or truncated
-                if starts[i]:
-                    obs[i], _ = env.reset()
-                game = info.get("episode")
-                if game is not None and done_counts[i] < targets[i]:
-                    scores.append(float(game["r"]))
-                    done_counts[i] += 1
+        with playing_threads():
+            while sum(done_counts) < episodes:
+                actions, state = model.predict(
+                    obs, state=state, episode_start=starts, deterministic=deterministic
+                )
+                for i, env in enumerate(envs):
+                    obs[i], _, terminated, truncated, info = env.step(actions[i])
+                    starts[i] = terminated or truncated
+                    if starts[i]:
+                        obs[i], _ = env.reset()
+                    game = info.get("episode")
+                    if game is not None and done_counts[i] < targets[i]:
+                        scores.append(float(game["r"]))
+                        done_counts[i] += 1
+                        if on_game is not None:
+                            on_game(len(scores), scores[-1], int(game["l"]))
         return scores
     finally:
         for env in envs:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import math
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -77,18 +76,19 @@ def play_pays(options: Mapping[str, Any] | bool | None, device: str) -> bool:
 
 
 def _trainer_threads(threads: int | None) -> None:
-    """Set the trainer's torch threads: ``threads``, or by default at most (cores - 1), leaving a core to
-    the player. torch's OpenMP threads wait for each other by spinning, so more busy threads than cores
-    make updates many times slower when another busy process (the player) shares the cores
-    (docs/performance.md has the measurements)."""
+    """Set the trainer's torch threads: ``threads``, or by default the kit's rule
+    (:mod:`retro_atari_kit.models.threads`) with the play process as the one env worker: at most
+    cores - 1, leaving the player a core. torch's OpenMP threads wait for each other by spinning, so more
+    busy threads than cores make updates many times slower when another busy process (the player) shares
+    the cores (docs/performance.md has the measurements)."""
     import torch
+
+    from retro_atari_kit.models.threads import learner_threads
 
     if threads is not None:
         torch.set_num_threads(threads)
         return
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if cores > 1 and torch.get_num_threads() >= cores:
-        torch.set_num_threads(cores - 1)
+    learner_threads(workers=1)
 
 
 class ParallelPlayMixin:

@@ -232,9 +232,8 @@ def _note(note: str | None, out: Print) -> None:
 def _train_locked(
     config: dict[str, Any], run_dir: str, resume_from: str | None, segment: int, stop: StopRequest, out: Print
 ) -> dict[str, Any]:
-    import torch
+    from retro_atari_kit.models.threads import learner_threads
 
-    torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
     seed = segment_seed(config["seed"], segment)  # fresh env randomness after a resume, same config
     # `parallel_play` in the preset -> envs in a play process (integrations/sb3/parallel_play)
     from retro_atari_kit.integrations.sb3.parallel_play import (
@@ -244,6 +243,8 @@ def _train_locked(
     )
 
     play, monitor = active_play_options(config, out), monitor_dir(run_dir, segment)  # None: synchronous
+    # the kit's one thread rule: the env workers (or the play process) keep their cores
+    learner_threads(1 if play else int(config["n_envs"]))
     cls, venv = (
         play_class_and_env(algo_class(config["algo"]), play, config, monitor, seed)
         if play
