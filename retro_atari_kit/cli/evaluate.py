@@ -21,14 +21,43 @@ def add_parser(sub) -> None:
         description="Play whole games (life losses do not end them, rewards unclipped) and "
         "print mean, std, min and max of the true score.",
     )
-    p.add_argument("target", metavar="RUN_DIR|MODEL.zip")
-    p.add_argument("--episodes", type=positive_int, default=10)
-    p.add_argument("--deterministic", action="store_true", help="greedy actions")
-    p.add_argument("--env", default=None, help="env ID (needed for a model file outside a run dir)")
-    p.add_argument("--env-kwarg", dest="env_kwargs", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--seed", type=seed, default=12345)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    p.add_argument(
+        "target",
+        metavar="RUN_DIR|MODEL.zip",
+        help="a run dir (its final model, else its newest checkpoint) or an SB3 model file",
+    )
+    p.add_argument(
+        "--episodes", type=positive_int, default=10, help="whole games to play (default: %(default)s)"
+    )
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="greedy (arg-max) actions (default: off, actions sampled from the policy)",
+    )
+    p.add_argument(
+        "--env",
+        default=None,
+        help="env ID, needed for a model file outside a run dir (default: the run's env_id)",
+    )
+    p.add_argument(
+        "--env-kwarg",
+        dest="env_kwargs",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env kwarg over the run's, repeatable, e.g. sticky_actions=0.25 (default: the run's env_kwargs)",
+    )
+    p.add_argument(
+        "--seed", type=seed, default=12345, help="seed of the first game's env (default: %(default)s)"
+    )
+    p.add_argument(
+        "--device", default="auto", help="torch device: auto, cpu, cuda, cuda:N (default: %(default)s)"
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as one JSON line on stdout (default: off, a line of text)",
+    )
     p.set_defaults(func=run)
 
 
@@ -101,8 +130,19 @@ def run(args: argparse.Namespace) -> int:
         f"{'deterministic' if args.deterministic else 'stochastic'} actions",
         file=sys.stderr,
     )
+
+    def game_ended(k: int, score: float, steps: int) -> None:
+        # on stderr as each game ends (a long evaluation is never silent); stdout keeps the one result
+        print(f"game {k}/{args.episodes}: {score:g} ({steps} steps)", file=sys.stderr, flush=True)
+
     scores = evaluate_model(
-        model, env_id, env_kwargs, episodes=args.episodes, seed=args.seed, deterministic=args.deterministic
+        model,
+        env_id,
+        env_kwargs,
+        episodes=args.episodes,
+        seed=args.seed,
+        deterministic=args.deterministic,
+        on_game=game_ended,
     )
     s = summarize(scores)
     if args.json:
