@@ -27,14 +27,37 @@ def has_ffmpeg() -> bool:
         return False
 
 
-def _overlay(frame: np.ndarray, text: str) -> np.ndarray:
+# ffmpeg's encoders want both sides divisible by 16 (imageio's macro block): a frame of another size is
+# resized by imageio, with a warning. Frames are padded to it here, so nothing is resized behind our back.
+MACRO_BLOCK = 16
+# the score bar below the screen is at least this tall (pixels of the video); its text ~60% of it
+SCORE_BAR_MIN = 24
+
+
+def _round_up(n: int, k: int) -> int:
+    return -(-n // k) * k
+
+
+def video_frame(screen: np.ndarray, text: str, scale: int = 2) -> np.ndarray:
+    """One video frame: the RGB ``screen`` upscaled ``scale`` x by nearest neighbour (sharp pixels), a
+    black bar below it with ``text`` in white, both sides padded to multiples of :data:`MACRO_BLOCK`.
+
+    The text sits in its own bar rather than on the game, so it is legible on any screen (a 160x210 Atari
+    frame gives a 320x448 video with ~17-pixel-tall text) and hides nothing of the game."""
     import cv2
 
-    img = np.ascontiguousarray(frame)
-    at = (2, img.shape[0] - 4)
-    cv2.putText(img, text, at, cv2.FONT_HERSHEY_SIMPLEX, 0.35, (0, 0, 0), 2, cv2.LINE_AA)
-    cv2.putText(img, text, at, cv2.FONT_HERSHEY_SIMPLEX, 0.35, (255, 255, 0), 1, cv2.LINE_AA)
-    return img
+    h, w = screen.shape[0] * scale, screen.shape[1] * scale
+    out = np.zeros((_round_up(h + SCORE_BAR_MIN, MACRO_BLOCK), _round_up(w, MACRO_BLOCK), 3), np.uint8)
+    out[:h, :w] = cv2.resize(screen[..., :3], (w, h), interpolation=cv2.INTER_NEAREST)
+    bar = out.shape[0] - h
+    font, thickness = cv2.FONT_HERSHEY_SIMPLEX, 2 if bar >= 28 else 1
+    size = cv2.getFontScaleFromHeight(font, max(8, int(bar * 0.6)), thickness)
+    (tw, th), _ = cv2.getTextSize(text, font, size, thickness)
+    if tw > out.shape[1] - 12:  # a long text on a narrow screen: smaller, never cut off
+        size *= (out.shape[1] - 12) / tw
+        (tw, th), _ = cv2.getTextSize(text, font, size, thickness)
+    cv2.putText(out, text, (6, h + (bar + th) // 2), font, size, (255, 255, 255), thickness, cv2.LINE_AA)
+    return out
 
 
 def record_video(
@@ -52,9 +75,9 @@ def record_video(
     true score drawn in the frame. ``.mp4`` falls back to ``.gif`` when ffmpeg is missing. A game ends
     after ``max_steps`` agent steps (default :data:`DEFAULT_MAX_STEPS`). ``out`` is checked
     (:func:`check_video_path`) before a game is played. Returns (path written, true scores)."""
-    import cv2
     import imageio.v2 as imageio
 
+    from retro_atari_kit.models.threads import playing_threads
     from retro_atari_kit.registration import make_env
 
     check_video_path(out)
@@ -73,38 +96,36 @@ def record_video(
         obs, _ = env.reset(seed=seed)
         state, start = None, np.ones((1,), dtype=bool)
         total, steps = 0.0, 0
-        while len(scores) < episodes:
-            action, state = model.predict(
-                obs[None], state=state, episode_start=start, deterministic=deterministic
-            )
-            obs, _, terminated, truncated, info = env.step(int(action[0]))
-            start = np.array([terminated or truncated])
-            steps += 1
-            frame = env.render()
-            ep = info.get("episode")
-            if ep is not None:
-                total = float(ep["r"])
-            elif frame is not None:
-                total = float(env.get_wrapper_attr("score")) if _has_score(env) else total
-            if frame is not None:
-                big = cv2.resize(
-                    frame, (frame.shape[1] * scale, frame.shape[0] * scale), interpolation=cv2.INTER_NEAREST
+        with playing_threads():  # batch-1 forwards: one torch thread
+            while len(scores) < episodes:
+                action, state = model.predict(
+                    obs[None], state=state, episode_start=start, deterministic=deterministic
                 )
-                frames.append(_overlay(big, f"game {len(scores) + 1}  score {total:g}"))
-            if ep is not None or steps >= max_steps:
-                scores.append(total)
-                total, steps = 0.0, 0
-                state, start = None, np.ones((1,), dtype=bool)
-                if len(scores) < episodes:
+                obs, _, terminated, truncated, info = env.step(int(action[0]))
+                start = np.array([terminated or truncated])
+                steps += 1
+                frame = env.render()
+                ep = info.get("episode")
+                if ep is not None:
+                    total = float(ep["r"])
+                elif frame is not None:
+                    total = float(env.get_wrapper_attr("score")) if _has_score(env) else total
+                if frame is not None:
+                    frames.append(video_frame(frame, f"game {len(scores) + 1}   score {total:g}", scale))
+                if ep is not None or steps >= max_steps:
+                    scores.append(total)
+                    total, steps = 0.0, 0
+                    state, start = None, np.ones((1,), dtype=bool)
+                    if len(scores) < episodes:
+                        obs, _ = env.reset()
+                elif terminated or truncated:
                     obs, _ = env.reset()
-            elif terminated or truncated:
-                obs, _ = env.reset()
     finally:
         env.close()
     if out.lower().endswith(".gif"):
         imageio.mimsave(out, frames[::2], duration=2000 / fps, loop=0)
     else:
-        imageio.mimsave(out, frames, fps=fps, macro_block_size=8)
+        imageio.mimsave(out, frames, fps=fps, macro_block_size=MACRO_BLOCK)
     return out, scores
 
 

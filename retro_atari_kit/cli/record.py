@@ -10,20 +10,49 @@ from retro_atari_kit.cli.arguments import positive_int, seed
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("record", help="video of the agent playing (mp4, or GIF without ffmpeg)")
-    p.add_argument("target", metavar="RUN_DIR|MODEL.zip")
-    p.add_argument("--out", default="agent.mp4", help="output file (.mp4 or .gif; default agent.mp4)")
-    p.add_argument("--episodes", type=positive_int, default=1)
-    p.add_argument("--deterministic", action="store_true")
-    p.add_argument("--env", default=None, help="env ID (for a model file outside a run dir)")
+    from retro_atari_kit.recording import DEFAULT_MAX_STEPS  # cheap: no emulator, no torch
+
+    p = sub.add_parser(
+        "record",
+        help="video of the agent playing (mp4, or GIF without ffmpeg)",
+        description="Play whole games and write the full-colour screen, upscaled, with the running true "
+        "score in a bar below it.",
+    )
+    p.add_argument(
+        "target",
+        metavar="RUN_DIR|MODEL.zip",
+        help="a run dir (its final model, else its newest checkpoint) or an SB3 model file",
+    )
+    p.add_argument(
+        "--out",
+        default="agent.mp4",
+        help="video file, .mp4 (.webm, .mkv, .avi) or .gif; a .gif is written when ffmpeg is missing "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--episodes", type=positive_int, default=1, help="whole games to record (default: %(default)s)"
+    )
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="greedy (arg-max) actions (default: off, actions sampled from the policy)",
+    )
+    p.add_argument(
+        "--env",
+        default=None,
+        help="env ID, needed for a model file outside a run dir (default: the run's env_id)",
+    )
     p.add_argument(
         "--max-steps",
         type=positive_int,
         default=None,
-        help="agent steps per game at most (default 27000: ALE's 108,000-frame cap at frame skip 4)",
+        help=f"agent steps per game at most (default: {DEFAULT_MAX_STEPS}, ALE's 108,000-frame cap at "
+        "frame skip 4)",
     )
-    p.add_argument("--seed", type=seed, default=0)
-    p.add_argument("--device", default="auto")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the game's env (default: %(default)s)")
+    p.add_argument(
+        "--device", default="auto", help="torch device: auto, cpu, cuda, cuda:N (default: %(default)s)"
+    )
     p.set_defaults(func=run)
 
 
