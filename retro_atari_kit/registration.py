@@ -54,12 +54,17 @@ def check_env_id(env_id: str) -> None:
     kit_id = kit_env_id_for(env_id)
     if kit_id is not None:
         raise RunError(f"{env_id!r} is not a RetroKit env; use {kit_id} (the kit's stack of that game)")
-    import difflib
+    from retro_atari_kit.catalog.suggest import did_you_mean
 
     ids = [k for k in gym.registry if k.startswith("RetroKit/")]
-    close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(close)}?" if close else "; see `retrokit list`"
-    raise RunError(f"unknown env {env_id!r}{hint}")
+    # IDs containing the text first (`Sonic` -> RetroKit/SonicTheHedgehog-Genesis-v0, ...), then typos
+    hint = did_you_mean(env_id, ids, more_hint=f"retrokit list {_bare_name(env_id)}")
+    raise RunError(f"unknown env {env_id!r}{hint or '; see `retrokit list`'}")
+
+
+def _bare_name(env_id: str) -> str:
+    """What to pass to ``retrokit list`` for an unknown ID: its game part, no namespace or version."""
+    return re.sub(r"-v\d+$", "", env_id.split(":", 1)[-1].rsplit("/", 1)[-1]) or env_id
 
 
 def kit_env_id_for(env_id: str) -> str | None:
@@ -98,6 +103,8 @@ def probe_env(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gym.S
         env = make_env(env_id, **env_kwargs)
     except (ValueError, TypeError, FileNotFoundError, KeyError, RuntimeError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        # the env's own messages often start with the ID (a missing ROM): name it once
+        msg = msg.removeprefix(f"{env_id}: ")
         raise RunError(f"cannot make {env_id}: {msg}") from exc
     try:
         return env.observation_space, env.action_space

@@ -172,11 +172,10 @@ def retro_game(name: str, include: Iterable[str] | str | None = INTEGRATIONS) ->
     for game in retro_games(include):
         if game.name == name:
             return game
-    import difflib
+    from retro_atari_kit.catalog.suggest import did_you_mean
 
-    names = [g.name for g in retro_games(include)]
-    close = difflib.get_close_matches(name, names, n=5)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    # names containing the text first (`Sonic` -> SonicTheHedgehog-Genesis, ...), then typos
+    hint = did_you_mean(name, [g.name for g in retro_games(include)], more_hint=f"retrokit list {name}")
     raise KeyError(
         f"unknown stable-retro game {name!r} (expected <Game>-<System>, e.g. Pong-Atari2600){hint}"
     )
