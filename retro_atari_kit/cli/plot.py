@@ -21,18 +21,28 @@ def add_parser(sub) -> None:
         description="Overlay the true-score curves of several runs; one column per "
         "smoothing window (moving average over episodes).",
     )
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    p.add_argument("--x", choices=["steps", "episodes", "time"], default="steps")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run dirs (or exports) to overlay")
+    p.add_argument(
+        "--x",
+        choices=["steps", "episodes", "time"],
+        default="steps",
+        help="x axis: agent steps, games or hours (default: %(default)s)",
+    )
     p.add_argument(
         "--smooth",
         type=positive_int,
         nargs="+",
         default=[10, 100],
         metavar="N",
-        help="moving-average windows in episodes, one column each (default 10 100)",
+        help="moving-average windows in games, one column each; a window appears once a run has that many "
+        "games (default: 10 100)",
     )
-    p.add_argument("--out", default="curves.png")
-    p.add_argument("--title", default=None)
+    p.add_argument("--out", default="curves.png", help="PNG file to write (default: %(default)s)")
+    p.add_argument(
+        "--title",
+        default=None,
+        help="figure title (default: the runs' env IDs and algorithms, from their config.yaml)",
+    )
     p.set_defaults(func=run)
 
 
@@ -44,17 +54,45 @@ def moving_average(y: np.ndarray, window: int) -> np.ndarray:
     return (c[idx] - c[lo]) / (idx - lo)
 
 
+def default_title(run_dirs: list[str]) -> str | None:
+    """``"RetroKit/Pong-v0: DQN"`` from the runs' ``config.yaml`` (env ID and algorithm; RLlib runs say so),
+    runs of one env under one name (``"RetroKit/Pong-v0: PPO, DQN"``); None when no run has a readable
+    config."""
+    from retro_atari_kit.runs import load_config
+
+    by_env: dict[str, list[str]] = {}
+    for d in run_dirs:
+        try:
+            config = load_config(d)
+        except ValueError:  # monitor CSVs without a config (copied by hand): no title from it
+            continue
+        algo = str(config.get("algo", "?")).upper() + (" (RLlib)" if config.get("engine") == "rllib" else "")
+        algos = by_env.setdefault(str(config.get("env_id", "?")), [])
+        if algo not in algos:
+            algos.append(algo)
+    return "; ".join(f"{env}: {', '.join(algos)}" for env, algos in by_env.items()) or None
+
+
+def windows_shown(smooth: list[int], games: int) -> list[int]:
+    """The smoothing windows that get a column: those the longest run has enough games for (a "last 100
+    games" curve of 40 games is a "last 40"), at least the smallest one."""
+    shown = [w for w in smooth if w <= games]
+    return shown or [min(smooth)]
+
+
 def plot_runs(
     run_dirs: list[str], out: str, x: str = "steps", smooth: list[int] | None = None, title: str | None = None
 ) -> str:
-    """Write the PNG; returns its path."""
+    """Write the PNG; returns its path. One column per window of ``smooth`` that the longest run has the
+    games for (:func:`windows_shown`); ``title`` defaults to :func:`default_title`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    smooth = smooth or [10, 100]
     data = [(os.path.basename(os.path.normpath(d)), read_monitor_csvs(d)) for d in run_dirs]
+    smooth = windows_shown(smooth or [10, 100], max(d["r"].size for _, d in data))
+    title = title if title is not None else default_title(run_dirs)
     fig, axes = plt.subplots(1, len(smooth), figsize=(5.5 * len(smooth), 4), squeeze=False)
     for ax, w in zip(axes[0], smooth, strict=True):
         for label, d in data:
