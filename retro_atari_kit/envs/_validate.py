@@ -95,8 +95,9 @@ def resolve_crop(value: Any, game: str, table: dict[str, Box], env_id: str) -> B
 # Checked in the calling process before anything reaches an emulator or a worker, so a refused call changes
 # no env's state (no RNG draw, no sticky action kept, no half-sent batch); the next call gets its own reply.
 
-# numpy's legacy seeding (SB3's set_random_seed) takes [0, 2**32 - 1]; the CLI's --seed has the same range
-MAX_SEED = 2**32 - 1
+# Seeds have no upper bound: gymnasium's envs (``np_random``), ale-py's ``AtariEnv`` and stable-retro take any
+# int >= 0 (numpy's SeedSequence), so ``seed + rank`` never leaves the range, whatever seed SB3 or a resumed
+# run adds ranks to. The native backend hashes seeds into the 32-bit ones its C++ takes.
 
 
 def _what(value: Any) -> str:
@@ -206,35 +207,30 @@ def _as_seed(value: Any) -> int | None:
 
 
 def check_seed(seed: Any) -> int | None:
-    """The seed of one env's ``reset``: None (unseeded) or an int in [0, MAX_SEED], else a ``ValueError``."""
+    """The seed of one env's ``reset``: None (unseeded) or an int >= 0 (numpy integers too), else one
+    ``ValueError`` line."""
     if seed is None:
         return None
-    need = f"seed must be None or an int in [0, {MAX_SEED}]"
     value = _as_seed(seed)
-    if value is None:
-        raise ValueError(f"{need}; got {_what(seed)}")
-    if not 0 <= value <= MAX_SEED:
-        raise ValueError(f"{need}; got {value} (out of range)")
+    if value is None or value < 0:
+        raise ValueError(f"seed must be None or an int >= 0; got {_what(seed) if value is None else value}")
     return value
 
 
 def check_seeds(seed: Any, num_envs: int) -> list[int | None]:
-    """The per-env seeds of a vector ``reset``: None (all unseeded); an int ``s`` gives env ``i`` the seed
-    ``s + i`` (so ``s`` is at most ``MAX_SEED - (num_envs - 1)``); a list, tuple or 1-D array of
-    ``num_envs`` seeds, each None or an int in [0, MAX_SEED]. Else one ``ValueError`` line."""
+    """The per-env seeds of a vector ``reset``: None (all unseeded); an int ``s`` >= 0 gives env ``i`` the
+    seed ``s + i``; a list, tuple or 1-D array of ``num_envs`` seeds, each None or an int >= 0. Else one
+    ``ValueError`` line."""
     if seed is None:
         return [None] * num_envs
-    top = MAX_SEED - (num_envs - 1)
     need = (
-        f"seed must be None, an int in [0, {top}] (env i is seeded with seed + i) or a list of {num_envs} "
-        f"seeds, each None or an int in [0, {MAX_SEED}]"
+        f"seed must be None, an int >= 0 (env i is seeded with seed + i) or a list of {num_envs} seeds, "
+        "each None or an int >= 0"
     )
     value = _as_seed(seed)
     if value is not None:
         if value < 0:
-            raise ValueError(f"{need}; got {value} (out of range)")
-        if value > top:
-            raise ValueError(f"{need}; got {value} (env {num_envs - 1} would get {value + num_envs - 1})")
+            raise ValueError(f"{need}; got {value}")
         return [value + rank for rank in range(num_envs)]
     if not isinstance(seed, (list, tuple)) and not (isinstance(seed, np.ndarray) and seed.ndim == 1):
         raise ValueError(f"{need}; got {_what(seed)}")
@@ -243,7 +239,7 @@ def check_seeds(seed: Any, num_envs: int) -> list[int | None]:
     seeds: list[int | None] = []
     for env, item in enumerate(seed):
         value = None if item is None else _as_seed(item)
-        if item is not None and (value is None or not 0 <= value <= MAX_SEED):
+        if item is not None and (value is None or value < 0):
             raise ValueError(f"{need}; env {env}'s seed is {_what(item) if value is None else value}")
         seeds.append(value)
     return seeds

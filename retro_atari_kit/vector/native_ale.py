@@ -88,9 +88,9 @@ def _scatter(n: int, envs: list[int], *values: np.ndarray) -> tuple[np.ndarray, 
 
 
 def _native_seed(seed: int) -> int:
-    """A kit seed (an int in [0, 2**32 - 1], see ``check_seeds``) as the seed ale-py's C++ reset takes: a
-    32-bit signed int, where -1 means unseeded. Hashed (numpy's ``SeedSequence``, as ale-py's own ``AtariEnv``
-    derives its emulator seed) into [0, 2**31 - 1], so every kit seed is accepted and seeds that differ by
+    """A kit seed (any int >= 0, see ``check_seeds``) as the seed ale-py's C++ reset takes: a 32-bit signed
+    int, where -1 means unseeded. Hashed (numpy's ``SeedSequence``, as ale-py's own ``AtariEnv`` derives its
+    emulator seed) into [0, 2**31 - 1], so every kit seed is accepted and seeds that differ by a multiple of
     2**31 do not give the same run."""
     return int(np.random.SeedSequence(seed).generate_state(1, np.uint32)[0] >> 1)
 
