@@ -13,6 +13,11 @@ text file named ``model.zip``, ...), and checks what a user must see:
 - for cases that must write nothing (most of them): every file and folder of the case's folder is as it
   was (contents and modification times), the run copies included.
 
+The ``api:`` cases (``--only api:``; they need no trained run) check the Python API instead: a bad call on
+every vector backend and on the stable-retro single env (a float action, a negative seed, a missing
+attribute, ...) must give every target the same one-line error, and the env must then play on exactly as a
+fresh twin given the same good calls (see ``api_cases``; docs/vectorization.md, "Bad calls").
+
 A table of the failures and a summary are printed; the exit code is 1 if any case failed. It is not a
 pytest module (pytest collects ``tests/`` only): it takes a few minutes and trains one tiny run first.
 The regression tests for what it found live in ``tests/cli/``.
@@ -53,9 +58,15 @@ class Case:
     writes_nothing: bool = True
     read_only_binds: bool = False  # file modes bind the command even when it runs as root
     close_stdout: bool = False  # the reader of stdout goes away after the first line (`| head -1`)
+    # expect="api": ``argv`` is (kind, call, value, good|bad) for :func:`api_child`; ``agree`` says what every
+    # target of one game must share: "message" (the same error line), "type" (its exception type), "none"
+    agree: str = "message"
 
     @property
     def label(self) -> str:
+        if self.expect == "api":
+            kind, call, value, good = self.argv
+            return f"{self.group}: {kind} {call}({value}){' (accepted)' if good == 'good' else ''}"
         return f"{self.group}: retrokit {' '.join(a if a else repr(a) for a in self.argv)}"
 
 
@@ -569,8 +580,187 @@ def other_cases() -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------------------------------------------
+# Python API cases: bad calls on vector envs and on the stable-retro single env (docs/vectorization.md,
+# "Bad calls"). Each case runs this script as ``--api-child kind call value good|bad``: on every target it
+# resets the env and a fresh twin with one seed, makes the call on the env (on both if it is a good one),
+# then drives both with the same good calls, and prints ``game<TAB>target<TAB>error line<TAB>same|DIFFERENT``.
+# ------------------------------------------------------------------------------------------------------
+
+API_N = 2
+API_TIMEOUT_S = 600  # a case builds 8 vector envs (8 worker processes among them): minutes on busy cores
+API_VECTOR = [
+    ("RetroKit/Pong-v0", "native"),
+    ("RetroKit/Pong-v0", "subprocess"),
+    ("RetroKit/Pong-v0", "inprocess"),
+    ("RetroKit/Pong-Atari2600-v0", "subprocess"),
+]
+API_RETRO = "RetroKit/Pong-Atari2600-v0"  # single env: in this process, then its twin in a worker process
+
+
+def api_cases() -> list[Case]:
+    """Values: Python expressions of ``np``, ``N`` (envs), ``n`` (the game's actions), ``U32`` (2**32 - 1)."""
+    cases: list[Case] = []
+
+    def api(
+        group: str,
+        kind: str,
+        call: str,
+        value: str,
+        *needles: str,
+        good: bool = False,
+        agree: str = "message",
+    ):
+        argv = [kind, call, value, "good" if good else "bad"]
+        cases.append(Case(group, argv, expect="api", needles=needles, agree=agree))
+
+    g = "api: vector step"
+    for value, needle in [
+        ("1.0", "not a sequence"), ("np.float32(1)", "not a sequence"), ("3", "not a sequence"),
+        ("[1.0] * N", "(float)"), ("np.ones(N, dtype=np.float32)", "dtype float32"),
+        ("[-1] * N", "out of range"),
+        ("[0] * (N - 1)", "got 1 action"), ("[0] * (N + 1)", "got 3 actions"),
+        ("np.zeros((N, 1), dtype=int)", "shape (2, 1)"), ("[0] * (N - 1) + [n]", "out of range"),
+        ("None", "got None"), ("'0' * N", "(str)"), ("['0'] * N", "(str)"),
+        ("np.array([True] * N)", "dtype bool"), ("np.zeros(N, dtype=np.uint64)", "dtype uint64"),
+    ]:  # fmt: skip
+        api(g, "vector", "step", value, "ValueError: step() needs 2 actions, one int in [0, ", needle)
+    for value in ("np.ones(N, dtype=np.int32)", "[True] * N", "[np.int64(1)] * N", "(np.uint8(2),) * N"):
+        api(g, "vector", "step", value, "no error", good=True)
+    g = "api: vector reset seed"
+    for value, needle in [
+        ("-1", "got -1"), ("-(2**70)", "got -"), ("1.5", "(float)"), ("True", "(bool)"), ("'7'", "(str)"),
+        ("[0] * (N - 1)", "got 1 seed"), ("[0] * (N + 1)", "got 3 seeds"),
+        ("[-1] + [0] * (N - 1)", "env 0's seed"),
+        ("[1.0] * N", "(float)"), ("np.zeros((1, N), dtype=int)", "shape (1, 2)"),
+    ]:  # fmt: skip
+        api(
+            g, "vector", "reset", value, "ValueError: seed must be None, an int >= 0 (env i is seeded", needle
+        )
+    for value in (
+        "0", "U32 - (N - 1)", "U32", "2**64", "list(range(N))", "np.int64(5)",
+        "np.array([U32, 2**31], dtype=np.uint32)",
+    ):  # fmt: skip
+        api(g, "vector", "reset", value, "no error", good=True)
+    g = "api: vector attributes"
+    api(g, "vector", "get_attr", "'no_such_attribute'", "AttributeError: ", agree="type")
+    api(g, "vector", "call", "'no_such_method'", "AttributeError: ", agree="type")
+    api(g, "vector", "set_attr", "[1, lambda: None]", agree="none")  # does not pickle (subprocess)
+    api(g, "vector", "call_step", "n", agree="none")  # the action reaches the workers' own stacks
+    g = "api: retro single env"
+    for value, needle in [
+        ("1.0", "(float)"), ("np.float32(1)", "(float32)"), ("-1", "out of range"), ("n", "out of range"),
+        ("None", "got None"), ("'0'", "(str)"), ("[0]", "(list)"), ("np.array([1])", "shape (1,)"),
+        ("np.True_", "(bool)"), ("np.uint64(1)", "(uint64)"),
+    ]:  # fmt: skip
+        api(g, "single", "step", value, "ValueError: action must be an int in [0, 17] (Discrete(18))", needle)
+    for value in ("True", "np.int8(1)", "np.array(1)"):
+        api(g, "single", "step", value, "no error", good=True)
+    for value, needle in [
+        ("-1", "got -1"), ("1.5", "(float)"), ("True", "(bool)"), ("np.True_", "(bool)"), ("'7'", "(str)"),
+        ("[1]", "(list)"),
+    ]:  # fmt: skip
+        api(g, "single", "reset", value, "ValueError: seed must be None or an int >= 0; got", needle)
+    for value in ("0", "U32", "2**64", "np.int64(5)"):
+        api(g, "single", "reset", value, "no error", good=True)
+    api(g, "single", "get_attr", "'no_such_attribute'", "AttributeError: ", agree="type")
+    return cases
+
+
+def _api_do(env, kind: str, call: str, value) -> None:
+    vector = kind == "vector"
+    if call == "step":
+        env.step(value)
+    elif call == "reset":
+        env.reset(seed=value)
+    elif call == "get_attr":
+        env.get_attr(value) if vector else env.get_wrapper_attr(value)
+    elif call == "call":
+        env.call(value, 1)
+    elif call == "set_attr":
+        env.set_attr("sweep_marker", value)
+    elif call == "call_step":
+        env.call("step", value)
+
+
+def _api_follow(env, kind: str) -> list:
+    """The good calls after the case's call: three steps, a seeded reset, two steps; their observations."""
+    steps = [[i % 3, (i + 1) % 3] if kind == "vector" else i % 3 for i in range(5)]
+    out = [env.step(a)[0] for a in steps[:3]]
+    out.append(env.reset(seed=4)[0])
+    return out + [env.step(a)[0] for a in steps[3:]]
+
+
+def _api_target(game: str, target: str, kind: str, call: str, expr: str, good: bool, envs: tuple) -> str:
+    import numpy as np
+
+    env, twin = envs
+    for e in envs:
+        e.reset(seed=3)
+    space = env.single_action_space if kind == "vector" else env.action_space
+    value = eval(expr, {"np": np, "N": API_N, "n": int(space.n), "U32": 2**32 - 1})  # the sweep's own text
+    try:
+        _api_do(env, kind, call, value)
+        error = "no error"
+    except Exception as exc:  # noqa: BLE001 - reported, then checked by the sweep
+        error = f"{type(exc).__name__}: {exc}".replace("\n", "\\n")  # a second line shows as \n
+    if good:
+        _api_do(twin, kind, call, value)
+    pairs = zip(_api_follow(env, kind), _api_follow(twin, kind), strict=True)
+    same = all(np.array_equal(a, b) for a, b in pairs)
+    return f"{game}\t{target}\t{error}\t{'same' if same else 'DIFFERENT'}"
+
+
+def api_child(kind: str, call: str, expr: str, good: str) -> int:
+    import gymnasium as gym
+
+    import retro_atari_kit  # noqa: F401
+
+    if kind == "vector":
+        for game, backend in API_VECTOR:
+            envs = tuple(gym.make_vec(game, num_envs=API_N, backend=backend) for _ in range(2))
+            try:
+                print(_api_target(game, backend, kind, call, expr, good == "good", envs), flush=True)
+            finally:
+                for env in envs:
+                    env.close()
+        return 0
+    local = gym.make(API_RETRO)
+    remote = gym.make(API_RETRO)  # this process has an emulator: the second env runs in a worker
+    try:
+        print(_api_target(API_RETRO, "in-process", kind, call, expr, good == "good", (local, remote)))
+        print(_api_target(API_RETRO, "worker", kind, call, expr, good == "good", (remote, local)))
+    finally:
+        remote.close()
+        local.close()
+    return 0
+
+
+def api_problems(case: Case, code: int, stdout: str) -> list[str]:
+    """Every target answered, agreed on the error as ``case.agree`` asks, and played on as its twin."""
+    problems = [] if code == 0 else [f"exit {code}, not 0"]
+    rows = [line.split("\t") for line in stdout.splitlines() if line.strip()]
+    targets = len(API_VECTOR) if case.argv[0] == "vector" else 2
+    if len(rows) != targets or any(len(row) != 4 for row in rows):
+        return [*problems, f"{len(rows)} result lines, not {targets}"]
+    for game in {row[0] for row in rows}:
+        errors = [row[2] for row in rows if row[0] == game]
+        shared = {"message": errors, "type": [e.split(":")[0] for e in errors], "none": []}[case.agree]
+        if len(set(shared)) > 1:
+            problems.append(f"{game}: targets differ: {' | '.join(sorted(set(errors)))}")
+    for game, target, error, after in rows:
+        if after != "same":
+            problems.append(f"{target} ({game}): the next calls differ from a fresh env's")
+        if "\\n" in error:
+            problems.append(f"{target}: the error has more than one line")
+        problems += [
+            f"{target}: {error[:90]!r} lacks {needle!r}" for needle in case.needles if needle not in error
+        ]
+    return problems
+
+
 def all_cases() -> list[Case]:
-    return train_cases() + resume_cases() + model_cases() + other_cases()
+    return train_cases() + resume_cases() + model_cases() + other_cases() + api_cases()
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -639,14 +829,20 @@ def run_case(case: Case, base: Path, index: int, keep: bool) -> Result:
             code = proc.wait(timeout=TIMEOUT_S)
             stdout = ""
         else:
+            argv = (
+                [sys.executable, __file__, "--api-child", *case.argv]
+                if case.expect == "api"
+                else [RETROKIT, *case.argv]
+            )
             res = subprocess.run(
-                [RETROKIT, *case.argv], cwd=d, capture_output=True, text=True, env=CHILD_ENV,
-                timeout=TIMEOUT_S, preexec_fn=preexec,
+                argv, cwd=d, capture_output=True, text=True, env=CHILD_ENV,
+                timeout=API_TIMEOUT_S if case.expect == "api" else TIMEOUT_S, preexec_fn=preexec,
             )  # fmt: skip
             code, stdout, stderr = res.returncode, res.stdout, res.stderr
     except subprocess.TimeoutExpired:
         _make_writable(d)
-        return Result(case, [f"timed out after {TIMEOUT_S} s"], time.monotonic() - t0, "")
+        limit = API_TIMEOUT_S if case.expect == "api" else TIMEOUT_S
+        return Result(case, [f"timed out after {limit} s"], time.monotonic() - t0, "")
     seconds = time.monotonic() - t0
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     if "Traceback" in stderr or "Traceback" in stdout:
@@ -658,12 +854,14 @@ def run_case(case: Case, base: Path, index: int, keep: bool) -> Result:
             problems.append(f"{len(lines)} stderr lines, not 1")
         if not lines or not lines[0].startswith("retrokit: error: "):
             problems.append("no 'retrokit: error:' line")
+    elif case.expect == "api":
+        problems += api_problems(case, code, stdout)
     elif case.expect == "warning":
         if code != 0:
             problems.append(f"exit {code}, not 0")
         if len(lines) != 1 or not lines[0].startswith("retrokit: warning: "):
             problems.append(f"{len(lines)} stderr lines, not one 'retrokit: warning:'")
-    for needle in case.needles:
+    for needle in case.needles if case.expect != "api" else ():
         if lines and needle not in lines[-1]:
             problems.append(f"line lacks {needle!r}")
     _make_writable(d)
@@ -689,11 +887,11 @@ def main() -> int:
     base = Path(tempfile.mkdtemp(prefix="retrokit-sweep-"))
     try:
         t0 = time.monotonic()
-        if args.list:
-            FIXTURE.update(run="(fixture)", missing_rom="RetroKit/<missing ROM>-Nes-v0")
-        else:
-            build_fixture(base)
+        FIXTURE.update(run="(fixture)", missing_rom="RetroKit/<missing ROM>-Nes-v0")
         cases = [c for c in all_cases() if args.only is None or args.only in c.label]
+        if not args.list and any(c.expect != "api" for c in cases):  # the API cases need no trained run
+            build_fixture(base)
+            cases = [c for c in all_cases() if args.only is None or args.only in c.label]
         if args.list:
             for c in cases:
                 print(c.label)
@@ -733,4 +931,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--api-child"]:
+        sys.exit(api_child(*sys.argv[2:]))
     sys.exit(main())
