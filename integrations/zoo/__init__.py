@@ -7,9 +7,10 @@
 
 The numbers are rl-zoo3's own Atari hyperparameters, read from the kit's preset files
 (``retro_atari_kit.presets.zoo_hyperparams``); the one class they name, A2C's optimizer, is the engine-neutral
-``rmsprop-tf-like`` there and SB3's ``RMSpropTFLike`` here, as rl-zoo3 has it. The kit's env already is the
-full DeepMind stack (no-op reset, max-and-skip, episodic life, fire reset, 84x84 gray, reward clip, 4-frame
-stack, uint8 channel-first). The zoo adds ``AtariWrapper`` and ``VecFrameStack`` only for envs whose entry
+``rmsprop-tf-like`` there and SB3's ``RMSpropTFLike`` here, as rl-zoo3 has it (the SB3 integration's class
+table, ``retro_atari_kit.integrations.sb3.presets.CLASSES``: rl-zoo3 runs SB3, so this adapter builds on
+it). The kit's env already is the full DeepMind stack (no-op reset, max-and-skip, episodic life, fire reset,
+84x84 gray, reward clip, 4-frame stack, uint8 channel-first). The zoo adds ``AtariWrapper`` and ``VecFrameStack`` only for envs whose entry
 point is ale-py's ``AtariEnv`` or whose hyperparameters name ``env_wrapper`` / ``frame_stack``; RetroKit IDs
 have neither, so no second stack is added. See docs/cli.md.
 """
@@ -19,15 +20,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from retro_atari_kit.presets import import_dotted, zoo_hyperparams
+# rl-zoo3 trains SB3's algorithms: the presets' class names resolve through the SB3 integration's one table
+from retro_atari_kit.integrations.sb3.presets import resolve_class
+
+from retro_atari_kit.presets import zoo_hyperparams
 
 CLASS_KEYS = ("optimizer_class", "activation_fn", "features_extractor_class")
-# The engine-neutral class names of the presets' ``zoo`` entries -> the classes rl-zoo3 itself uses.
-CLASSES: dict[str, dict[str, str]] = {
-    "optimizer_class": {
-        "rmsprop-tf-like": "stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike"
-    },
-}
 
 
 def retrokit_ids() -> list[str]:
@@ -51,15 +49,3 @@ def hyperparams_for_all(algo: str) -> dict[str, dict[str, Any]]:
         if key in policy_kwargs:
             policy_kwargs[key] = resolve_class(key, policy_kwargs[key])
     return {env_id: copy.deepcopy(base) for env_id in retrokit_ids()}
-
-
-def resolve_class(key: str, value: Any) -> Any:
-    """The class that a ``zoo`` entry's value of ``key`` names: a name of :data:`CLASSES` or a dotted path
-    (anything that is not a string passes through); ValueError for a name this table does not know."""
-    names = CLASSES.get(key, {})
-    if isinstance(value, str) and value in names:
-        return import_dotted(names[value])
-    if isinstance(value, str) and "." not in value:
-        known = ", ".join(names) or "none"
-        raise ValueError(f"zoo {key}={value!r}: unknown class name (known: {known}); or use a dotted path")
-    return import_dotted(value)

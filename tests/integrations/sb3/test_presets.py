@@ -214,12 +214,13 @@ def test_an_unknown_class_name_names_the_choices():
         algo_kwargs(resolve_config(spec))
 
 
-def test_the_zoo_module_maps_the_shared_names_to_the_same_classes():
+def test_the_zoo_module_resolves_class_names_through_the_one_sb3_table():
     from retro_atari_kit.integrations import zoo
+    from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
 
-    for key, names in zoo.CLASSES.items():
-        for name in names:
-            assert zoo.resolve_class(key, name) is resolve_class(key, name)
+    assert zoo.resolve_class is resolve_class and not hasattr(zoo, "CLASSES")
+    a2c = zoo.hyperparams_for_all("a2c")["RetroKit/Pong-v0"]
+    assert a2c["policy_kwargs"]["optimizer_class"] is RMSpropTFLike
 
 
 @pytest.mark.parametrize(
