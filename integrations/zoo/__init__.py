@@ -8,11 +8,11 @@
 The numbers are rl-zoo3's own Atari hyperparameters, read from the kit's preset files
 (``retro_atari_kit.presets.zoo_hyperparams``); the one class they name, A2C's optimizer, is the engine-neutral
 ``rmsprop-tf-like`` there and SB3's ``RMSpropTFLike`` here, as rl-zoo3 has it (the SB3 integration's class
-table, ``retro_atari_kit.integrations.sb3.presets.CLASSES``: rl-zoo3 runs SB3, so this adapter builds on
-it). The kit's env already is the full DeepMind stack (no-op reset, max-and-skip, episodic life, fire reset,
-84x84 gray, reward clip, 4-frame stack, uint8 channel-first). The zoo adds ``AtariWrapper`` and ``VecFrameStack`` only for envs whose entry
-point is ale-py's ``AtariEnv`` or whose hyperparameters name ``env_wrapper`` / ``frame_stack``; RetroKit IDs
-have neither, so no second stack is added. See docs/cli.md.
+table, ``retro_atari_kit.integrations.sb3.presets.CLASSES``: rl-zoo3 runs SB3, so this adapter builds on it).
+The kit's env already is the full DeepMind stack (no-op reset, max-and-skip, episodic life, fire reset, 84x84
+gray, reward clip, 4-frame stack, uint8 channel-first). The zoo adds ``AtariWrapper`` and ``VecFrameStack``
+only for envs whose entry point is ale-py's ``AtariEnv`` or whose hyperparameters name ``env_wrapper`` /
+``frame_stack``; RetroKit IDs have neither, so no second stack is added. See docs/cli.md.
 """
 
 from __future__ import annotations
