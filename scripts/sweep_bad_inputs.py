@@ -9,6 +9,7 @@ text file named ``model.zip``, ...), and checks what a user must see:
 - ``error``: exit code 2, exactly one line on stderr, starting ``retrokit: error:``;
 - ``warning``: exit code 0, exactly one line on stderr, starting ``retrokit: warning:``;
 - ``clean``: no traceback (for cases with no single right exit code, e.g. a closed stdout);
+- ``interrupted``: exit code 130, exactly one line on stderr, starting ``retrokit: interrupted``;
 - never ``Traceback`` on stdout or stderr;
 - for cases that must write nothing (most of them): every file and folder of the case's folder is as it
   was (contents and modification times), the run copies included.
@@ -30,7 +31,9 @@ import ctypes
 import dataclasses
 import hashlib
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -46,6 +49,7 @@ TIMEOUT_S = 120
 CHILD_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 Setup = Callable[[Path], None]
+Check = Callable[[Path, str, list[int]], list[str]]  # (case folder, output, steps) -> problems
 
 
 @dataclasses.dataclass
@@ -58,6 +62,14 @@ class Case:
     writes_nothing: bool = True
     read_only_binds: bool = False  # file modes bind the command even when it runs as root
     close_stdout: bool = False  # the reader of stdout goes away after the first line (`| head -1`)
+    # the command in its own session: ``send_signal`` ("SIGTERM", ...) goes to its process group once
+    # ``signal_when`` is met ("checkpoint": the run has one; else seconds after the start); ``closed``
+    # streams are closed when it starts (`>&-`); ``exit_code`` is checked if set; ``check`` adds problems
+    send_signal: str | None = None
+    signal_when: str = "checkpoint"
+    closed: tuple[str, ...] = ()
+    exit_code: int | None = None
+    check: Check | None = None
     # expect="api": ``argv`` is (kind, call, value, good|bad) for :func:`api_child`; ``agree`` says what every
     # target of one game must share: "message" (the same error line), "type" (its exception type), "none"
     agree: str = "message"
@@ -407,7 +419,12 @@ def resume_cases() -> list[Case]:
     resume("run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/*.zip", "text")])
     resume("run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/*.zip", "truncate")])
     resume("run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/*.zip", "foreign")])
-    resume("run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/model_64_steps.zip", "text")])
+    # a damaged newest checkpoint (not a zip at all) is removed, saying so, and the run resumes from 32
+    resume(
+        "run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/model_64_steps.zip", "text")],
+        expect="clean", exit_code=0, writes_nothing=False,
+        check=trained_to(640, "model_64_steps.zip: not a complete zip", "model_32_steps.zip (32 steps)"),
+    )  # fmt: skip
     return cases
 
 
@@ -759,8 +776,177 @@ def api_problems(case: Case, code: int, stdout: str) -> list[str]:
     return problems
 
 
+# ------------------------------------------------------------------------------------------------------
+# stop signals, lost output and writes cut short: the command runs in its own session, and a signal goes to
+# its whole process group, as systemd, Slurm's scancel and `kill -TERM -PGID` send it (docs/cli.md,
+# "Stopping and resuming")
+# ------------------------------------------------------------------------------------------------------
+
+LIVE_TIMEOUT_S = 600  # start, train to a checkpoint, stop: Ray or a retro game take minutes on busy cores
+_CHECKPOINT = re.compile(r"^model_(\d+)_steps(\.zip)?$")
+STREAMS = {"stdout": 1, "stderr": 2}
+
+
+def _checkpoint_steps(run: Path) -> list[int]:
+    try:
+        names = os.listdir(run / "checkpoints")
+    except OSError:
+        return []
+    return sorted(int(m.group(1)) for m in map(_CHECKPOINT.match, names) if m)
+
+
+def _leftovers(run: Path) -> list[str]:
+    """Temporaries of atomic writes and the lock: none may outlive a command."""
+    return sorted(p.name for p in run.rglob(".*") if ".tmp-" in p.name or p.name == ".train.pid")
+
+
+def stopped_and_saved(run: str = "run", says_so: bool = True) -> Check:
+    """A stop checkpoint past every checkpoint there was when the signal was sent, and (``says_so``: stdout
+    can be read) the line saying so."""
+
+    def check(d: Path, output: str, before: list[int]) -> list[str]:
+        steps = _checkpoint_steps(d / run)
+        if not steps or (before and steps[-1] <= before[-1]):
+            return [f"no stop checkpoint past {before[-1] if before else 'none'} (have {steps[-3:]})"]
+        said = not says_so or f"interrupted at {steps[-1]} steps" in output
+        problems = [] if said else ["no 'interrupted at' line"]
+        return problems + [f"left {name}" for name in _leftovers(d / run)]
+
+    return check
+
+
+def trained_to(steps: int, *needles: str, run: str = "run") -> Check:
+    """The run's newest checkpoint is at ``steps`` (it finished), the output has ``needles``."""
+
+    def check(d: Path, output: str, before: list[int]) -> list[str]:
+        have = _checkpoint_steps(d / run)
+        problems = [] if have and have[-1] == steps else [f"newest checkpoint {have[-1:]} not {steps}"]
+        problems += [f"output lacks {needle!r}" for needle in needles if needle not in output]
+        return problems + [f"left {name}" for name in _leftovers(d / run)]
+
+    return check
+
+
+def cut_copy(name: str, of: str = "checkpoints/model_64_steps.zip", keep: float = 0.5) -> Setup:
+    """``run/<name>``: the first ``keep`` of the fixture's ``of``, as a write cut short leaves it."""
+
+    def setup(d: Path) -> None:
+        data = (Path(FIXTURE["run"]) / of).read_bytes()
+        (d / "run" / name).write_bytes(data[: int(len(data) * keep)])
+
+    return setup
+
+
+def run_live(case: Case, d: Path, preexec: Callable[[], None] | None) -> tuple[int, str, str, list[int]]:
+    """Run a case's command in its own session. With ``send_signal``, send it to the whole process group
+    once ``signal_when`` is met; ``closed`` streams are closed when it starts. Returns the exit code, the
+    output and the steps of the run's checkpoints when the signal was sent."""
+    closed = [STREAMS[name] for name in case.closed]
+
+    def before_exec() -> None:
+        if preexec is not None:
+            preexec()
+        for fd in closed:
+            os.close(fd)
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            [RETROKIT, *case.argv], cwd=d, stdout=out, stderr=err, env=CHILD_ENV, start_new_session=True,
+            preexec_fn=before_exec,
+        )  # fmt: skip
+        before: list[int] = []
+        try:
+            if case.send_signal:
+                deadline = time.monotonic() + LIVE_TIMEOUT_S
+                if case.signal_when == "checkpoint":
+                    while not _checkpoint_steps(d / "run") and proc.poll() is None:
+                        if time.monotonic() > deadline:
+                            raise subprocess.TimeoutExpired(case.argv, LIVE_TIMEOUT_S)
+                        time.sleep(0.1)
+                else:
+                    time.sleep(float(case.signal_when))
+                before = _checkpoint_steps(d / "run")
+                if proc.poll() is None:
+                    os.killpg(proc.pid, getattr(signal, case.send_signal))
+            code = proc.wait(timeout=LIVE_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        out.seek(0)
+        err.seek(0)
+        return code, out.read().decode(errors="replace"), err.read().decode(errors="replace"), before
+
+
+def live_problems(case: Case, code: int, lines: list[str], output: str, before: list[int], d: Path) -> list:
+    problems = []
+    if case.expect == "interrupted":
+        if code != 130:
+            problems.append(f"exit {code}, not 130")
+        if len(lines) != 1 or not lines[0].startswith("retrokit: interrupted"):
+            problems.append(f"{len(lines)} stderr lines, not one 'retrokit: interrupted'")
+    if case.exit_code is not None and code != case.exit_code:
+        problems.append(f"exit {code}, not {case.exit_code}")
+    if case.check is not None:
+        problems += case.check(d, output, before)
+    return problems
+
+
+def stop_cases() -> list[Case]:
+    cases: list[Case] = []
+    run = ["--run-dir", "run"]
+    ppo = ["--n-envs", "2", "--set", "n_steps=32", "--set", "batch_size=32", "--checkpoint-every", "64"]
+
+    def live(group: str, *argv: str, **kw) -> None:
+        kw = {"expect": "clean", "writes_nothing": False, "exit_code": 0, **kw}
+        cases.append(Case(group, ["train", *argv], **kw))
+
+    g = "train: SIGTERM to the process group"
+    stop = {"send_signal": "SIGTERM", "check": stopped_and_saved()}
+    forever = ["--timesteps", "1e6", *run]
+    for backend in ("native", "subprocess", "inprocess"):
+        live(g, "ppo", ENV, "--backend", backend, *ppo, *forever, **stop)
+    live(g, "ppo", "RetroKit/Airstriker-Genesis-v0", *ppo, *forever, **stop)
+    live(
+        g, "dqn", ENV, "--preset", "pong-dqn-fast", "--set", "parallel_play.when=always", "--set",
+        "learning_starts=64", "--set", "buffer_size=1000", "--n-envs", "2", "--checkpoint-every", "128",
+        *forever, **stop,
+    )  # fmt: skip
+    live(
+        g, "appo", ENV, "--engine", "rllib", "--num-env-runners", "1", "--envs-per-runner", "2", "--set",
+        "train_batch_size_per_learner=32", "--set", "rollout_fragment_length=16", "--set",
+        "min_time_s_per_iteration=1", "--checkpoint-every", "32", *forever, **stop,
+    )  # fmt: skip
+    g = "train: SIGHUP to the process group (terminal closed)"
+    live(g, "ppo", ENV, *ppo, *forever, send_signal="SIGHUP", check=stopped_and_saved())
+    gone = {"send_signal": "SIGHUP", "closed": ("stdout", "stderr"), "check": stopped_and_saved("run", False)}
+    live(f"{g}, stdout and stderr closed", "ppo", ENV, *ppo, *forever, **gone)  # nothing can be written
+    for delay in ("0.3", "0.6", "1", "2", "4"):  # importing, parsing, checking, building envs
+        g = f"train: Ctrl-C {delay} s after the start"
+        cases.append(
+            Case(g, ["train", "ppo", ENV, "--n-envs", "2", *run], expect="interrupted", send_signal="SIGINT",
+                 signal_when=delay)
+        )  # fmt: skip
+    for closed in (("stdout",), ("stderr",), ("stdout", "stderr")):
+        g = f"train: lost output ({' and '.join(closed)} closed at the start)"
+        live(g, "ppo", ENV, *ppo, "--timesteps", "128", *run, closed=closed, check=trained_to(128))
+    g = "train: lost output (the reader of stdout goes away)"
+    live(g, "ppo", ENV, *ppo, "--timesteps", "128", *run, close_stdout=True, check=trained_to(128))
+    g = "train --resume: writes cut short"
+    live(
+        g, "--resume", "run", "--timesteps", "96",
+        setup=[
+            run_copy(), cut_copy("checkpoints/.model_96_steps.tmp-999999.zip"),
+            folder("run/checkpoints/.model_128_steps.tmp-999998"), cut_copy("checkpoints/model_96_steps.zip"),
+        ],
+        check=trained_to(96, "model_64_steps.zip (64 steps)", "tmp-999999.zip: a write cut short"),
+    )  # fmt: skip
+    return cases
+
+
 def all_cases() -> list[Case]:
-    return train_cases() + resume_cases() + model_cases() + other_cases() + api_cases()
+    cases = train_cases() + resume_cases() + model_cases() + other_cases() + api_cases()
+    return cases + stop_cases()
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -818,7 +1004,10 @@ def run_case(case: Case, base: Path, index: int, keep: bool) -> Result:
     t0 = time.monotonic()
     problems: list[str] = []
     try:
-        if case.close_stdout:
+        live = case.send_signal is not None or bool(case.closed)
+        if live:
+            code, stdout, stderr, checkpoints = run_live(case, d, preexec)
+        elif case.close_stdout:
             proc = subprocess.Popen(
                 [RETROKIT, *case.argv], cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=CHILD_ENV, preexec_fn=preexec,
@@ -864,6 +1053,7 @@ def run_case(case: Case, base: Path, index: int, keep: bool) -> Result:
     for needle in case.needles if case.expect != "api" else ():
         if lines and needle not in lines[-1]:
             problems.append(f"line lacks {needle!r}")
+    problems += live_problems(case, code, lines, stdout + stderr, checkpoints if live else [], d)
     _make_writable(d)
     if case.writes_nothing:
         after = snapshot(d)
