@@ -37,6 +37,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Callable
@@ -777,6 +778,131 @@ def api_problems(case: Case, code: int, stdout: str) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------------
+# the RLlib engine: --set values refused before Ray starts, --address at services that are not a Ray head
+# (started here, for the sweep's lifetime), --resume of an RLlib run whose config.yaml was edited
+# ------------------------------------------------------------------------------------------------------
+
+RLLIB_SMALL = [
+    "--engine", "rllib", "--num-env-runners", "1", "--envs-per-runner", "2",
+    "--set", "train_batch_size_per_learner=32", "--set", "rollout_fragment_length=16",
+    "--set", "min_time_s_per_iteration=1", "--checkpoint-every", "0",
+]  # fmt: skip
+_SERVICES: dict[str, str] = {}  # kind -> HOST:PORT, started once per sweep
+_RLLIB_LOCK = threading.Lock()
+
+
+def not_ray_heads() -> dict[str, str]:
+    """A TCP listener that never answers, a web server, a gRPC server without Ray's GCS, a closed port."""
+    if _SERVICES:
+        return _SERVICES
+    import http.server
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()  # the kernel completes connections; nothing ever reads or writes
+    _SERVICES["listener"] = f"127.0.0.1:{listener.getsockname()[1]}"
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    _SERVICES["web"] = f"127.0.0.1:{web.server_address[1]}"
+    try:
+        from concurrent.futures import ThreadPoolExecutor as Pool
+
+        import grpc
+
+        rpc = grpc.server(Pool(max_workers=1))
+        _SERVICES["grpc"] = f"127.0.0.1:{rpc.add_insecure_port('127.0.0.1:0')}"
+        rpc.start()
+    except ImportError:  # no grpcio (it comes with Ray): that case is left out
+        pass
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        _SERVICES["closed"] = f"127.0.0.1:{closed.getsockname()[1]}"
+    _SERVICES["_keep"] = (listener, web)  # type: ignore[assignment]  (held open until the sweep ends)
+    return _SERVICES
+
+
+def rllib_run_copy(name: str = "run") -> Setup:
+    """A copy of a finished 64-step APPO run (real Ray; trained on first use, once per sweep)."""
+
+    def setup(d: Path) -> None:
+        with _RLLIB_LOCK:
+            if "rllib_run" not in FIXTURE:
+                base = d.parent / "rllib-fixture"
+                base.mkdir()
+                argv = [RETROKIT, "train", "appo", ENV, "--run-dir", "run", "--timesteps", "64", *RLLIB_SMALL]
+                res = subprocess.run(
+                    argv, cwd=base, capture_output=True, text=True, env=CHILD_ENV, timeout=900
+                )
+                if res.returncode != 0:
+                    raise RuntimeError(f"could not train the RLlib fixture run:\n{res.stderr[-3000:]}")
+                FIXTURE["rllib_run"] = str(base / "run")
+        shutil.copytree(FIXTURE["rllib_run"], d / name, symlinks=True)
+
+    return setup
+
+
+def rllib_cases() -> list[Case]:
+    cases: list[Case] = []
+    quick = ["--engine", "rllib", "--run-dir", "run", "--timesteps", "64"]
+    g = "train rllib: --set"
+    for algo, item in [
+        ("ppo", "gamma=abc"), ("ppo", "lr=abc"), ("ppo", "num_epochs=1.5"), ("ppo", "use_kl_loss=abc"),
+        ("ppo", "kl_coeff=-1"), ("ppo", "entropy_coeff=[[0, 0.01], [1e6, -1]]"),
+        ("ppo", "minibatch_size=100000"), ("ppo", "grad_clip_by=bogus"), ("ppo", "num_env_runners=2"),
+        ("ppo", "encoder_kwargs={bogus: 1}"), ("ppo", "encoder_kwargs={features_dim: 0}"),
+        ("ppo", "channels_last=abc"), ("ppo", "sample_timeout_s=0"),
+        ("appo", "circular_buffer_num_batches=0"), ("appo", "broadcast_interval=0"),
+        ("appo", "minibatch_size=7"),
+        ("impala", "vtrace_clip_rho_threshold=-1"), ("impala", "learner_queue_size=0"),
+        ("dqn", "training_intensity=0"), ("dqn", "replay_buffer_config.capacity=0"),
+        ("dqn", "replay_buffer_config={capacity: 0}"), ("dqn", "epsilon=2"), ("dqn", "epsilon=[[0, 1.5]]"),
+        ("dqn", "num_atoms=51"), ("dqn", "td_error_loss_fn=bogus"), ("dqn", "dueling=abc"),
+        ("dqn", "single_frame_replay=abc"), ("dqn", "n_step=0"),
+    ]:  # fmt: skip
+        key = item.split("=")[0].split(".")[0]
+        cases.append(Case(g, ["train", algo, ENV, *quick, "--set", item], needles=(key,)))
+    if not _cuda():
+        gpu = ["train", "ppo", ENV, *quick, "--set", "num_gpus_per_learner=1"]
+        cases.append(Case(g, gpu, needles=("GPU",)))
+    g = "train rllib: --address"
+    for kind, address in not_ray_heads().items():
+        if not kind.startswith("_"):
+            argv = ["train", "appo", ENV, *RLLIB_SMALL, "--address", address, "--run-dir", "run"]
+            cases.append(Case(g, [*argv, "--timesteps", "64"], needles=(address,)))
+    cases.append(Case(g, ["train", "appo", ENV, *quick, "--address", "abc"], needles=("HOST:PORT",)))
+    g = "train --resume rllib"
+
+    def add(line: str) -> Setup:  # a line under hyperparameters:
+        return edit_config(lambda t: t.replace("  gamma: 0.99", f"  gamma: 0.99\n  {line}"))
+
+    for setup, needles in [
+        (edit_config(lambda t: t.replace("network: nature", "network: impala")), ("network",)),
+        (edit_config(lambda t: t.replace("algo: appo", "algo: ppo")), ("algo",)),
+        (edit_config(lambda t: t.replace("  gamma: 0.99", "  gamma: 2")), ("gamma",)),
+        (edit_config(lambda t: t.replace("  gamma: 0.99", "  gamma: abc")), ("gamma",)),
+        (add("encoder_kwargs: {features_dim: 256}"), ("encoder_kwargs",)),
+        (add("dueling: abc"), ("dueling",)),
+        (damage("checkpoints/*/policy.pt", "text"), ("cannot read checkpoint",)),
+        (damage("checkpoints", "remove"), ("no checkpoint",)),
+    ]:  # fmt: skip
+        argv = ["train", "--resume", "run", "--timesteps", "640"]
+        cases.append(Case(g, argv, setup=[rllib_run_copy(), setup], needles=needles))
+    return cases
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+# ------------------------------------------------------------------------------------------------------
 # stop signals, lost output and writes cut short: the command runs in its own session, and a signal goes to
 # its whole process group, as systemd, Slurm's scancel and `kill -TERM -PGID` send it (docs/cli.md,
 # "Stopping and resuming")
@@ -945,7 +1071,7 @@ def stop_cases() -> list[Case]:
 
 
 def all_cases() -> list[Case]:
-    cases = train_cases() + resume_cases() + model_cases() + other_cases() + api_cases()
+    cases = train_cases() + resume_cases() + model_cases() + other_cases() + api_cases() + rllib_cases()
     return cases + stop_cases()
 
 

@@ -13,16 +13,17 @@ without the kit or without a stable-retro ROM is one line naming the node and th
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import gymnasium as gym
+from retro_atari_kit.integrations.rllib.address import check_address
 
 from retro_atari_kit.runs import RunError
 
 MODULE_PREFIX = "retro_atari_kit:"
 INSTALL_HINT = 'pip install "retro-atari-kit[rllib]"'
 
+# check_address lives in .address (probing --address); re-exported here, where it used to be
 __all__ = ["MODULE_PREFIX", "check_address", "check_nodes", "configure_env", "worker_env_id"]
 
 
@@ -46,23 +47,6 @@ def configure_env(config: Any, env_id: str, env_kwargs: dict[str, Any] | None = 
     config.environment(env=worker_env_id(env_id), env_config=dict(env_kwargs or {}), clip_rewards=False)
     config.env_runners(gym_env_vectorize_mode=gym.VectorizeMode.VECTOR_ENTRY_POINT)
     return config
-
-
-def check_address(address: str | None) -> None:
-    """RunError in one line if ``HOST:PORT`` does not accept connections (``None``/``auto``: no check)."""
-    if address in (None, "", "auto", "local") or "://" in str(address):
-        return
-    host, _, port = str(address).rpartition(":")
-    if not host or not port.isdigit():
-        raise RunError(f"--address {address!r}: expected auto or HOST:PORT (e.g. 10.0.0.1:6379)")
-    try:
-        with socket.create_connection((host, int(port)), timeout=5):
-            pass
-    except OSError as exc:
-        raise RunError(
-            f"cannot reach a Ray head at {address} ({exc.strerror or exc}); start one there with "
-            f"`ray start --head --port {port}` or fix --address"
-        ) from None
 
 
 def check_nodes(env_id: str, env_kwargs: dict[str, Any] | None = None, timeout: float = 120.0) -> list[str]:

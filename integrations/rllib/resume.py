@@ -1,7 +1,9 @@
 """What ``--resume`` of an RLlib run checks before anything is written: its ``config.yaml`` (it may have been
-edited by hand) and that the newest checkpoint was written by the config's algorithm for the config's env.
+edited by hand; its settings get the checks of a new run's, :mod:`.checks`) and that the newest checkpoint was
+written by the config's algorithm, for the config's env, with the config's network.
 
-Nothing here starts Ray; reading ``policy.pt`` needs torch only.
+Nothing here starts Ray; reading ``policy.pt`` needs torch only. :func:`restore` loads RLlib's state into a
+built algorithm (Ray running).
 """
 
 from __future__ import annotations
@@ -17,12 +19,20 @@ from retro_atari_kit.runs import RunError, check_config_fields, config_field_err
 # integer fields of an RLlib run's config.yaml, with their least allowed value (None: any)
 _INT_FIELDS = {"timesteps": 1, "seed": None, "checkpoint_every": 0}
 
-__all__ = ["check_checkpoint_algo", "check_checkpoint_spaces", "check_resumed_config", "checkpoint_payload"]
+__all__ = [
+    "check_checkpoint_algo",
+    "check_checkpoint_network",
+    "check_checkpoint_spaces",
+    "check_resumed_config",
+    "checkpoint_payload",
+    "restore",
+]
 
 
-def check_resumed_config(config: dict[str, Any], path: str) -> None:
-    """RunError naming the field of ``config`` (read from ``path``) that cannot be resumed."""
-    from retro_atari_kit.integrations.rllib.config import algo_config
+def check_resumed_config(config: dict[str, Any], path: str) -> dict[str, Any]:
+    """RunError naming the field of ``config`` (read from ``path``) that cannot be resumed; returns the
+    ``model_config`` of the module the config builds (network, encoder kwargs, DQN's dueling)."""
+    from retro_atari_kit.integrations.rllib.checks import check_settings, quiet_rllib
 
     from retro_atari_kit.models import check_network
     from retro_atari_kit.registration import check_env_id
@@ -46,18 +56,22 @@ def check_resumed_config(config: dict[str, Any], path: str) -> None:
     for field in ("hyperparameters", "env_kwargs", "rllib"):
         if config.get(field) is not None and not isinstance(config[field], dict):
             raise bad(field, f"{type(config[field]).__name__} instead of a mapping")
-    try:  # builds RLlib's config without Ray running: unknown keys and bad values fail here
-        algo_config(
+    try:  # a new run's checks, without Ray running: unknown keys and bad values fail here
+        rl_config = check_settings(
             config["algo"],
             config["env_id"],
             config["network"],
-            **config["hyperparameters"],
-            env_kwargs=config.get("env_kwargs") or {},
+            config["hyperparameters"],
+            config.get("env_kwargs") or {},
+            config.get("rllib") or {},
+            config.get("device", "auto"),
         )
     except (RunError, TypeError, ValueError) as exc:
         raise bad(
             "hyperparameters", str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"
         ) from None
+    with quiet_rllib():  # RLlib's default module spec, merged in here, imports (and warns about) modules
+        return dict(rl_config.rl_module_spec.model_config or {})
 
 
 def checkpoint_payload(checkpoint: str) -> dict[str, Any]:
@@ -94,3 +108,44 @@ def check_checkpoint_spaces(
             f"{checkpoint} was trained on observations {shape} with {actions} actions, but config.yaml's env "
             f"makes {tuple(spaces[0])} with {spaces[1]}; restore env_id / env_kwargs in config.yaml"
         )
+
+
+def check_checkpoint_network(checkpoint: str, payload: dict[str, Any], model_config: dict[str, Any]) -> None:
+    """RunError unless ``checkpoint`` holds the module ``model_config`` describes (config.yaml's network,
+    ``encoder_kwargs`` and, for DQN, ``dueling``): RLlib would fail to load its weights only after Ray
+    started, with a page of tensor shapes."""
+    q_learning = bool(model_config.get("q_learning"))
+    wanted = {
+        "network": (model_config.get("network", "nature"), "network"),
+        "encoder_kwargs": (dict(model_config.get("encoder_kwargs") or {}), "hyperparameters.encoder_kwargs"),
+        "dueling": (q_learning and bool(model_config.get("dueling")), "hyperparameters.dueling"),
+    }
+    held = {"network": "nature", "encoder_kwargs": {}, "dueling": False}  # what older payloads imply
+    for key, (want, field) in wanted.items():
+        have = payload.get(key, held[key])
+        if have != want:
+            raise RunError(
+                f"config.yaml says {field} {_yaml(want)} but {checkpoint} holds a module with {key} "
+                f"{_yaml(have)}; put {field}: {_yaml(have)} back in config.yaml (start a new run for another "
+                "network)"
+            )
+
+
+def _yaml(value: Any) -> str:
+    """``value`` as config.yaml writes it in one line (``nature``, ``{features_dim: 256}``, ``true``)."""
+    import yaml
+
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def restore(algo: Any, checkpoint: str) -> None:
+    """RLlib's full state from ``checkpoint`` (an absolute path: RLlib reads it as a URI) into ``algo``;
+    what RLlib cannot restore is one RunError line."""
+    try:
+        algo.restore_from_path(checkpoint)
+    except Exception as exc:  # noqa: BLE001  (a damaged or foreign RLlib state: one line)
+        text = (str(exc).strip().splitlines() or [""])[0]
+        raise RunError(
+            f"RLlib cannot restore {checkpoint} ({type(exc).__name__}: {text}); if it is damaged, move it "
+            "out of checkpoints/ to resume from the previous one"
+        ) from None

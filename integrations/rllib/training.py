@@ -95,7 +95,7 @@ def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = p
     (``auto`` or ``HOST:PORT``; none: a local Ray on the local CPUs) and ``num_gpus`` (learner GPUs).
     """
     _require_ray()
-    from retro_atari_kit.integrations.rllib.config import algo_config
+    from retro_atari_kit.integrations.rllib.checks import check_settings
 
     if spec.algo not in ALGOS:
         raise RunError(f"unknown algo {spec.algo!r} for --engine rllib; choose one of {', '.join(ALGOS)}")
@@ -115,7 +115,7 @@ def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = p
     env_kwargs = dict(spec.env_kwargs)
     if spec.backend != "auto":
         env_kwargs["backend"] = spec.backend
-    _probe(spec.env_id, env_kwargs)
+    obs_shape, _ = _probe(spec.env_id, env_kwargs)
     options = dict(spec.engine_options)
     unknown = set(options) - set(ENGINE_OPTIONS[ENGINE])
     if unknown:
@@ -126,8 +126,8 @@ def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = p
         options["num_envs_per_env_runner"] = -(-int(spec.n_envs) // runners)
     if options.get("num_envs_per_env_runner"):
         hyper["num_envs_per_env_runner"] = int(options["num_envs_per_env_runner"])
-    # builds (without Ray running) the RLlib config, so a bad --set key fails here, not after ray.init
-    algo_config(spec.algo, spec.env_id, spec.network, **hyper, env_kwargs=env_kwargs)
+    # kinds, ranges, the module and RLlib's validate(), without Ray: a bad --set fails here, not in ray.init
+    check_settings(spec.algo, spec.env_id, spec.network, hyper, env_kwargs, options, spec.device, obs_shape)
     config = new_config(
         ENGINE,
         spec.command,
@@ -175,9 +175,10 @@ def prepare_resume(
     payload = resume.checkpoint_payload(ckpts[-1][1])  # every check before anything is written
     if "algo" in config:  # first: the hyperparameters are checked against the algo
         resume.check_checkpoint_algo(ckpts[-1][1], payload, config["algo"])
-    resume.check_resumed_config(config, os.path.join(run_dir, CONFIG_FILE))
+    module = resume.check_resumed_config(config, os.path.join(run_dir, CONFIG_FILE))
     spaces = _probe(config["env_id"], config.get("env_kwargs") or {})
     resume.check_checkpoint_spaces(ckpts[-1][1], payload, spaces)
+    resume.check_checkpoint_network(ckpts[-1][1], payload, module)
     set_total_timesteps(run_dir, config, timesteps, ckpts[-1][0])
     out(f"resuming from {ckpts[-1][1]} ({ckpts[-1][0]} steps)")
     return config, run_dir, ckpts[-1][1]
@@ -222,19 +223,10 @@ def _connect(config: dict[str, Any]) -> bool:
 def _runner_settings(config: dict[str, Any]) -> dict[str, Any]:
     """Resolved runner / learner counts: unset runners = the cluster's CPUs minus one (the driver's)."""
     import ray
+    from retro_atari_kit.integrations.rllib.checks import runner_settings
 
-    opts = config.get("rllib") or {}
-    runners = opts.get("num_env_runners")
-    if runners is None:
-        runners = max(int(ray.cluster_resources().get("CPU", 2)) - 1, 1)
-    gpus = opts.get("num_gpus")
-    if gpus is None:
-        gpus = 1 if str(config.get("device")).startswith("cuda") else 0
-    out = {"num_env_runners": int(runners)}
-    if gpus:
-        # one learner per GPU; a single one stays in the driver process
-        out.update(num_learners=int(gpus) if gpus > 1 else 0, num_gpus_per_learner=1)
-    return out
+    cpus = int(ray.cluster_resources().get("CPU", 2))
+    return runner_settings(config.get("rllib") or {}, config.get("device"), cpus)  # type: ignore[return-value]
 
 
 def save_checkpoint(algo: Any, run_dir: str, steps: int, config: dict[str, Any], spaces: tuple) -> str:
@@ -286,10 +278,14 @@ def train(
     """
     _require_ray()
     import ray
+    from retro_atari_kit.integrations.rllib.checks import validate
     from retro_atari_kit.integrations.rllib.config import algo_config
     from retro_atari_kit.integrations.rllib.envs import check_nodes
     from retro_atari_kit.integrations.rllib.logs import RunLogger
 
+    # RLlib reads paths as URIs (pyarrow): a relative one ("runs/x") has no scheme and fails to restore
+    run_dir = os.path.abspath(run_dir)
+    resume_from = None if resume_from is None else os.path.abspath(resume_from)
     with training_session(run_dir, new_run=resume_from is None, out=out) as stop:
         segment, start = 0, 0
         if resume_from is not None:  # under the lock: the logs of a resumed run are touched here
@@ -325,9 +321,12 @@ def train(
             )
             envs = rl_config.num_envs_per_env_runner * max(rl_config.num_env_runners, 1)
             out(f"{settings['num_env_runners']} env runner(s) x {rl_config.num_envs_per_env_runner} envs")
+            validate(rl_config)  # checked before Ray started, unless the runners are the cluster's
             algo = rl_config.build_algo()
             if resume_from is not None:
-                algo.restore_from_path(resume_from)
+                from retro_atari_kit.integrations.rllib.resume import restore
+
+                restore(algo, resume_from)
             stop.raise_if_requested("interrupted before training started")
             logger = RunLogger(run_dir, config["env_id"], envs, segment, start)
             return _loop(algo, config, run_dir, start, spaces, out, logger, stop)

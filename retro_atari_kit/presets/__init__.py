@@ -152,7 +152,18 @@ def _number_or_yaml(raw: str) -> Any:
         return None
     if _SCIENTIFIC.fullmatch(text):
         return float(text)
-    return yaml.safe_load(text)
+    return _numbers_inside(yaml.safe_load(text))
+
+
+def _numbers_inside(value: Any) -> Any:
+    """``1e-3`` inside a list or mapping (``lr=[[0, 1e-3]]``, ``{eps: 1e-5}``) as the number it is."""
+    if isinstance(value, str) and _SCIENTIFIC.fullmatch(value):
+        return float(value)
+    if isinstance(value, list):
+        return [_numbers_inside(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _numbers_inside(v) for k, v in value.items()}
+    return value
 
 
 def apply_overrides(

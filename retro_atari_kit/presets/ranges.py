@@ -61,9 +61,42 @@ RANGES: dict[str, Range] = {
     "frame_stack": AT_LEAST_ONE,
     "n_envs": AT_LEAST_ONE,
     "num_envs_per_env_runner": AT_LEAST_ONE,
+    # RLlib's names (integrations/rllib checks their kinds; presets/engines/rllib.yaml)
+    "epsilon": UNIT,
+    "training_intensity": POSITIVE,
+    "kl_coeff": NON_NEGATIVE,
+    "kl_target": POSITIVE,
+    "vtrace_clip_rho_threshold": POSITIVE,
+    "vtrace_clip_pg_rho_threshold": POSITIVE,
+    "circular_buffer_num_batches": AT_LEAST_ONE,
+    "circular_buffer_iterations_per_batch": AT_LEAST_ONE,
+    "broadcast_interval": AT_LEAST_ONE,
+    "learner_queue_size": AT_LEAST_ONE,
+    "train_batch_size": AT_LEAST_ONE,
+    "num_atoms": AT_LEAST_ONE,
+    "replay_buffer_config.capacity": AT_LEAST_ONE,
+    "min_time_s_per_iteration": NON_NEGATIVE,
+    "min_sample_timesteps_per_iteration": NON_NEGATIVE,
+    "sample_timeout_s": POSITIVE,
+    "num_env_runners": NON_NEGATIVE,
+    "num_learners": NON_NEGATIVE,
+    "num_aggregator_actors_per_learner": NON_NEGATIVE,
+    "num_cpus_per_env_runner": NON_NEGATIVE,
+    "num_gpus_per_env_runner": NON_NEGATIVE,
+    "num_cpus_per_learner": NON_NEGATIVE,
+    "num_gpus_per_learner": NON_NEGATIVE,
 }
 
 __all__ = ["RANGES", "check_range", "check_ranges"]
+
+
+def _schedule(value: Any) -> bool:
+    """RLlib's schedule ``[[timestep, value], ...]`` (``lr``, ``entropy_coeff``, ``epsilon``)."""
+    return (
+        isinstance(value, (list, tuple))
+        and bool(value)
+        and all(isinstance(p, (list, tuple)) and len(p) == 2 and not isinstance(p[1], str) for p in value)
+    )
 
 
 def _number(value: Any) -> float | None:
@@ -92,18 +125,31 @@ def _describe(r: Range) -> str:
 def check_range(key: str, value: Any) -> None:
     """RunError naming ``key`` and its range when ``value`` is a number outside it."""
     r = RANGES.get(key)
-    x = _number(value)
-    if r is None or x is None:
+    if r is None:
         return
-    low, low_in, high, high_in = r
-    ok = math.isfinite(x)
-    ok = ok and (low is None or x > low or (low_in and x == low))
-    ok = ok and (high is None or x < high or (high_in and x == high))
-    if not ok:
+    if _schedule(value):  # every value of the schedule must be in range
+        for _, v in value:
+            x = _number(v)
+            if x is not None and not _inside(x, r):
+                raise RunError(f"--set {key}={value}: {key} must be {_describe(r)} (here {v})")
+        return
+    x = _number(value)
+    if x is not None and not _inside(x, r):
         raise RunError(f"--set {key}={value}: {key} must be {_describe(r)}")
 
 
+def _inside(x: float, r: Range) -> bool:
+    low, low_in, high, high_in = r
+    ok = math.isfinite(x)
+    ok = ok and (low is None or x > low or (low_in and x == low))
+    return ok and (high is None or x < high or (high_in and x == high))
+
+
 def check_ranges(overrides: dict[str, Any]) -> None:
-    """:func:`check_range` on every top-level ``--set`` value (nested keys are the engines' to judge)."""
+    """:func:`check_range` on every ``--set`` value; a mapping's values by their dotted names
+    (``replay_buffer_config={capacity: 0}`` is checked as ``replay_buffer_config.capacity``)."""
     for key, value in overrides.items():
-        check_range(key, value)
+        if isinstance(value, dict):
+            check_ranges({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            check_range(key, value)
