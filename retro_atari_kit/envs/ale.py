@@ -16,6 +16,7 @@ from retro_atari_kit.envs._render import (
     without_window,
 )
 from retro_atari_kit.envs._validate import (
+    CheckedCalls,
     check_bool,
     check_choice,
     check_int,
@@ -83,8 +84,8 @@ def make_ale_env(game: str, **kwargs: Any) -> gym.Env:
 
     Order, innermost first: ALE (frameskip 1, 108k-frame cap) -> no-op reset -> max-and-skip ->
     time limit (``max_episode_steps`` agent steps, if set) -> true-score statistics -> episodic life ->
-    fire reset -> warp -> reward clip -> frame stack. ``render_mode``: None, ``"rgb_array"`` or
-    ``"human"`` (that stack with ``"rgb_array"``, shown in a window; see
+    fire reset -> warp -> reward clip -> frame stack -> the action and seed check. ``render_mode``: None,
+    ``"rgb_array"`` or ``"human"`` (that stack with ``"rgb_array"``, shown in a window; see
     :mod:`retro_atari_kit.envs._render`).
     """
     from ale_py import AtariEnv
@@ -118,4 +119,4 @@ def make_ale_env(game: str, **kwargs: Any) -> gym.Env:
         env = ClipReward(env)
     env = FrameStack(env, k=cfg["frame_stack"])
     env.metadata = stack_metadata(env.metadata, cfg["frame_skip"])  # declare only the modes that work
-    return env
+    return CheckedCalls(env)  # actions and seeds checked before any layer runs (docs/vectorization.md)

@@ -219,3 +219,25 @@ def test_make_env_puts_max_episode_steps_inside_the_stack():
     for made in (env, again):
         game = _first_cut(made, 30)
         assert game is not None and game["l"] == 30
+
+
+def test_bad_actions_and_seeds_are_one_line_and_change_nothing():
+    """The ALE single env checks like every vector backend and the retro env (envs/_validate.py): a refused
+    call raises before any layer runs, so the env then plays exactly like a twin that never saw it."""
+    env, twin = gym.make("RetroKit/Breakout-v0"), gym.make("RetroKit/Breakout-v0")
+    first, _ = env.reset(seed=np.int64(4))
+    np.testing.assert_array_equal(first, twin.reset(seed=4)[0])
+    for bad in (4, -1, 1.0, None, "1", np.array([1, 2])):
+        with pytest.raises(ValueError, match=r"^action must be an int in \[0, 3\]") as err:
+            env.step(bad)
+        assert "\n" not in str(err.value)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="seed"):
+            env.reset(seed=bad)
+    env.reset(seed=4)  # the refused reset changed nothing: a fresh start with the same seed
+    for action in [1, 2, 3, 0] * 20:
+        a, b = env.step(action), twin.step(action)
+        np.testing.assert_array_equal(a[0], b[0])
+        assert a[1:4] == b[1:4]
+    env.close()
+    twin.close()
