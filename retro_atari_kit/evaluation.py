@@ -10,6 +10,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from retro_atari_kit.errors import RunError
+
 # called as each game ends: (games ended so far, true score, agent steps of that game)
 GameEnded = Callable[[int, float, int], None]
 
@@ -18,8 +20,6 @@ def check_model_fits(model: Any, env_id: str, observation_space: gym.Space, acti
     """RunError saying what the model expects when the env's observations or actions differ from those it
     was trained on (another game, another ``frame_stack``): one line before a game is played, instead of a
     shape error or an out-of-range action deep in the first step. Models that name no spaces pass."""
-    from retro_atari_kit.runs.errors import RunError
-
     want_obs = getattr(getattr(model, "observation_space", None), "shape", None)
     want_n = getattr(getattr(model, "action_space", None), "n", None)
     have_obs, have_n = observation_space.shape, getattr(action_space, "n", None)

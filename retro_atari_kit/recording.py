@@ -11,7 +11,7 @@ import numpy as np
 
 from retro_atari_kit.envs.ale import DEFAULTS as ALE_DEFAULTS
 from retro_atari_kit.envs.ale import MAX_FRAMES_PER_EPISODE
-from retro_atari_kit.runs.files import check_output_path
+from retro_atari_kit.errors import check_output_path
 
 # A recorded game ends at ALE's own cap at the latest: 108,000 frames = 27,000 agent steps of 4 frames.
 DEFAULT_MAX_STEPS = MAX_FRAMES_PER_EPISODE // ALE_DEFAULTS["frame_skip"]

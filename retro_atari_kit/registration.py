@@ -10,6 +10,7 @@ from typing import Any
 import gymnasium as gym
 
 from retro_atari_kit.catalog import ENTRY_POINTS, ale_games, retro_games
+from retro_atari_kit.errors import RunError
 
 VECTOR_ENTRY_POINT = "retro_atari_kit.vector:make_vector_env"
 
@@ -47,8 +48,6 @@ def check_env_id(env_id: str) -> None:
     """Raise RunError unless ``env_id`` is a registered ``RetroKit/`` ID; names close matches, and the kit's
     ID for another package's ID of the same game (``ALE/Pong-v5``, ``PongNoFrameskip-v4`` ->
     ``RetroKit/Pong-v0``): those build another package's stack, which the kit's tools are not made for."""
-    from retro_atari_kit.runs.errors import RunError
-
     if env_id.startswith("RetroKit/") and env_id in gym.registry:
         return
     kit_id = kit_env_id_for(env_id)
@@ -96,8 +95,6 @@ def probe_env(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gym.S
 
     Any problem is a RunError with the env's own one-line message (unknown kwarg, missing ROM, ...).
     """
-    from retro_atari_kit.runs.errors import RunError
-
     check_env_id(env_id)
     try:
         env = make_env(env_id, **env_kwargs)

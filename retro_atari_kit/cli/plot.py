@@ -10,8 +10,8 @@ import numpy as np
 
 from retro_atari_kit.cli._common import CliError, user_errors
 from retro_atari_kit.cli.arguments import positive_int
+from retro_atari_kit.errors import check_output_path
 from retro_atari_kit.runs import atomic_write, read_monitor_csvs
-from retro_atari_kit.runs.files import check_output_path
 
 
 def add_parser(sub) -> None:

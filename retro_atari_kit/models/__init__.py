@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from retro_atari_kit.errors import RunError
+
 # network name (``--network``) -> class name in this package
 NETWORKS: dict[str, str] = {"nature": "NatureCNN", "impala": "ImpalaCNN"}
 
@@ -45,8 +47,6 @@ def cuda_devices() -> tuple[int, str]:
 def check_network(name: object) -> None:
     """The one check of a network name (``--network``, every engine): RunError (a ValueError) naming the
     choices unless ``name`` is in :data:`NETWORKS`."""
-    from retro_atari_kit.runs.errors import RunError
-
     if not isinstance(name, str) or name not in NETWORKS:
         raise RunError(f"unknown network {name!r}; choose one of {', '.join(NETWORKS)}")
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from retro_atari_kit.runs.errors import RunError
+from retro_atari_kit.errors import RunError
 
 _DIR = Path(__file__).resolve().parent
 # every algorithm with a preset file (engines map the names to their own classes)

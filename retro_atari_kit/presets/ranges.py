@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from retro_atari_kit.runs.errors import RunError
+from retro_atari_kit.errors import RunError
 
 # name -> (low, low included, high, high included); None: unbounded on that side
 Range = tuple[float | None, bool, float | None, bool]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from retro_atari_kit.runs.errors import RunError
+from retro_atari_kit.errors import RunError
 from retro_atari_kit.runs.layout import CONFIG_FILE, MONITOR_DIR, load_config
 
 #: files of a run dir that document it (the rest is checkpoints, tensorboard events and locks)

@@ -104,19 +104,3 @@ def atomic_write_text(path: str, text: str) -> None:
             os.fsync(fh.fileno())
 
     atomic_write(path, write)
-
-
-def check_output_path(path: str, flag: str = "--out") -> None:
-    """ValueError (one line) unless a file can be written at ``path``: not a folder, in an existing,
-    writable folder. Run it before the work whose result goes there."""
-    if os.path.isdir(path):
-        raise ValueError(
-            f"{flag} {path}: is a folder; pass a file name in it, e.g. {os.path.join(path, 'x')}"
-        )
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise ValueError(f"{flag} {path}: {folder} is a file, not a folder; pass another path")
-    if not os.path.isdir(folder):
-        raise ValueError(f"{flag} {path}: the folder {folder} does not exist; create it or pass another path")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f"{flag} {path}: the folder {folder} is not writable; pass another path")

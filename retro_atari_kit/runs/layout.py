@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from retro_atari_kit.runs.errors import RunError
+from retro_atari_kit.errors import RunError
 from retro_atari_kit.runs.files import atomic_write_text
 from retro_atari_kit.runs.lock import describe_owner, lock_owner, stop_hint
 from retro_atari_kit.runs.stop import active_stop_request

@@ -22,7 +22,7 @@ import os
 import time
 from types import TracebackType
 
-from retro_atari_kit.runs.errors import RunError
+from retro_atari_kit.errors import RunError
 
 try:
     import fcntl

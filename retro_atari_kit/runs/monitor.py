@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from retro_atari_kit.runs.errors import RunError
+from retro_atari_kit.errors import RunError
 from retro_atari_kit.runs.layout import ORPHANED_PREFIX
 
 SUFFIX = ".monitor.csv"

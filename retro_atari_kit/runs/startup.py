@@ -13,8 +13,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from retro_atari_kit.errors import RunError
 from retro_atari_kit.presets.ranges import check_ranges
-from retro_atari_kit.runs.errors import RunError
 from retro_atari_kit.runs.layout import ENGINES, check_new_run_dir, default_run_dir
 from retro_atari_kit.runs.spec import TrainSpec
 
