@@ -420,9 +420,10 @@ def resume_cases() -> list[Case]:
     resume("run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/*.zip", "text")])
     resume("run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/*.zip", "truncate")])
     resume("run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/*.zip", "foreign")])
-    # a damaged newest checkpoint (not a zip at all) is removed, saying so, and the run resumes from 32
+    resume("run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/model_64_steps.zip", "text")])
+    # a newest checkpoint cut short (a zip's first half) is removed, saying so, and the run resumes from 32
     resume(
-        "run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/model_64_steps.zip", "text")],
+        "run", "--timesteps", "640", setup=[run_copy(), damage("checkpoints/model_64_steps.zip", "truncate")],
         expect="clean", exit_code=0, writes_nothing=False,
         check=trained_to(640, "model_64_steps.zip: not a complete zip", "model_32_steps.zip (32 steps)"),
     )  # fmt: skip

@@ -7,7 +7,8 @@ takes both, and deleting ``checkpoints/`` keeps the final model.
 
 A trainer killed while saving (SIGKILL, the OOM killer, a power loss) leaves a temporary of the atomic write,
 or after a power loss possibly a named zip that was never completed; :func:`discard_unfinished_writes`
-removes both before a resume, which then starts from the newest complete checkpoint.
+removes both before a resume, which then starts from the newest complete checkpoint. A file the kit did not
+write (not a zip at all) is never removed: the engine names it.
 """
 
 from __future__ import annotations
@@ -73,14 +74,27 @@ def _complete_zip(path: str) -> bool:
         return False
 
 
+def _cut_short(path: str) -> bool:
+    """True if ``path`` is a zip whose write was cut short: empty (its data never reached the disk), or a zip
+    archive's start without its end. Anything else that is not a complete zip (a text file, another
+    format) is no write of the kit's."""
+    try:
+        with open(path, "rb") as fh:
+            start = fh.read(4)
+    except OSError:
+        return False
+    return start in (b"", b"PK\x03\x04") and not _complete_zip(path)
+
+
 def discard_unfinished_writes(run_dir: str) -> list[str]:
     """Remove what writes cut short left in ``run_dir`` and its ``checkpoints/``; one line per removal.
 
     - temporaries of atomic writes (``.model_<steps>_steps.tmp-<pid>.zip``, RLlib's ``....tmp-<pid>/``)
       of a process that no longer writes: a trainer killed while saving;
-    - ``.zip`` checkpoints newer than the newest complete one that are not complete zip archives (a power
-      loss before the data reached the disk, a copy cut short): a resume starts from the newest complete
-      one instead of failing. With no complete zip checkpoint at all nothing named is removed.
+    - ``.zip`` checkpoints newer than the newest complete one whose write was cut short (empty, or a zip
+      archive without its end: a power loss before the data reached the disk, a copy cut short): a resume
+      starts from the newest complete one instead of failing. With no complete zip checkpoint at all, or
+      with a newer file that is no zip (not the kit's), nothing named is removed.
 
     Does nothing while another live process holds the run's lock (its writes may be under way); call it
     holding the lock, before the run's checkpoints are read.
@@ -100,11 +114,13 @@ def discard_unfinished_writes(run_dir: str) -> list[str]:
         for path in leftover_temporaries(directory):
             remove(path, "a write cut short (its process was killed while saving)")
     zips = [path for _, path in list_checkpoints(run_dir) if os.path.isfile(path) and path.endswith(".zip")]
-    damaged = []
+    cut = []
     for path in reversed(zips):  # newest first: only those newer than the newest complete one are read
         if _complete_zip(path):
-            for cut in damaged:
-                remove(cut, f"not a complete zip archive (a write cut short); the newest complete is {path}")
+            for name in cut:
+                remove(name, f"not a complete zip archive (a write cut short); the newest complete is {path}")
             break
-        damaged.append(path)
+        if not _cut_short(path):
+            break  # a file the kit did not write: left for the engine to name
+        cut.append(path)
     return notes
