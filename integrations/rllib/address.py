@@ -87,7 +87,7 @@ def _resolve_auto() -> str:
         resolved = None
     if not resolved:
         raise RunError(
-            "--address auto: no running Ray cluster found on this machine; start one with "
+            "--address auto: no running Ray cluster found on this host; start one with "
             "`ray start --head`, or pass --address HOST:PORT"
         )
     return str(resolved)
