@@ -8,10 +8,11 @@ exceptions (same type and message) are the worker env's own, so for the same see
 behaves exactly like an in-process one; only ``env.unwrapped`` differs (it is this proxy: use
 ``env.get_wrapper_attr(name)`` to reach attributes of the stack, e.g. ``get_action_meanings``).
 
-Lifetime: the worker ends with ``close()``, when the env is garbage collected, or at interpreter exit (it is
-a daemon process), so no process outlives its env. It ignores SIGINT: Ctrl-C reaches only the main process,
-which closes the worker. Every wait on the worker also watches its process, so a worker that dies makes
-the next call raise :class:`EnvWorkerDiedError` naming the env at once, never a hang.
+Lifetime: the worker ends with ``close()``, when the env is garbage collected, or at interpreter exit (it is a
+daemon process), so no process outlives its env. It ignores SIGINT, SIGTERM and SIGHUP (a stop sent to the
+whole process group, as Ctrl-C, systemd or Slurm do, is the main process's to handle), which closes the
+worker. Every wait on the worker also watches its process, so a worker that dies makes the next call raise
+:class:`EnvWorkerDiedError` naming the env at once, never a hang.
 """
 
 from __future__ import annotations
