@@ -120,16 +120,12 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"{d}: no such run dir")
     if not args.out.lower().endswith(".png"):
         raise CliError(f"--out {args.out!r}: use a .png file name")
-    skipped: dict[str, int] = {}
+    warnings: list[str] = []  # one line per damaged monitor CSV; damage never stops the plot
     with user_errors():
         check_output_path(args.out)
-        data = {d: read_monitor_csvs(d, skipped) for d in args.run_dirs}
-    for path, n in skipped.items():
-        print(
-            f"retrokit: warning: {path}: skipped {n} row(s) that are not numbers (r,l,t); "
-            "the other games are plotted",
-            file=sys.stderr,
-        )
+        data = {d: read_monitor_csvs(d, warnings=warnings) for d in args.run_dirs}
+    for line in dict.fromkeys(warnings):  # a run given twice: its files are named once
+        print(f"retrokit: warning: {line}", file=sys.stderr)
     out = plot_runs(args.run_dirs, args.out, x=args.x, smooth=args.smooth, title=args.title)
     for d, v in data.items():
         last = v["r"][-100:]

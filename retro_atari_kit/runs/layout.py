@@ -113,10 +113,9 @@ def load_config(run_dir: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as fh:
             config = yaml.safe_load(fh)
-    except (OSError, yaml.YAMLError) as exc:
-        raise RunError(
-            f"cannot read {path}: {str(exc).splitlines()[0]}; restore it or start a new run"
-        ) from None
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:  # damaged bytes too: not UTF-8, NUL
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RunError(f"cannot read {path}: {why}; restore it or start a new run") from None
     if not isinstance(config, dict) or config.get("kind") != CONFIG_MARKER:
         raise RunError(f"{path} was not written by retrokit train; pass a run dir made by the kit")
     config.setdefault("engine", "sb3")

@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
+import re
 import time
 
 import numpy as np
 
 from retro_atari_kit.errors import RunError
-from retro_atari_kit.runs.layout import ORPHANED_PREFIX
+from retro_atari_kit.runs.layout import MONITOR_DIR, ORPHANED_PREFIX
 
 SUFFIX = ".monitor.csv"
+DEFAULT_COLUMNS = ("r", "l", "t")  # what MonitorCSV writes
+_SEGMENT = re.compile(r"resume-\d+")
 
 
 class MonitorCSV:
@@ -54,88 +58,178 @@ class MonitorCSV:
                 handle.close()
 
 
-def monitor_header(lines: list[str]) -> tuple[float | None, list[str], int]:
-    """``(t_start, column names, header line count)`` of a monitor CSV's lines.
-
-    ``t_start`` is None without the ``#{...}`` comment line and 0.0 if that line cannot be read.
-    """
+def _header(lines: list[str]) -> tuple[float | None, list[str], int]:
+    """``monitor_header``, but ``t_start`` is None whenever the start time is unknown (no ``#`` line, or one
+    without a finite number under ``t_start``: cut short, NUL bytes, ``null``)."""
     if not lines or not lines[0].startswith("#"):
         t_start, n_header = None, 1
     else:
         try:
-            t_start = float(json.loads(lines[0][1:]).get("t_start", 0.0))
-        except (ValueError, AttributeError):
-            t_start = 0.0
+            t_start = float(json.loads(lines[0][1:])["t_start"])
+        except (ValueError, TypeError, KeyError, IndexError):
+            t_start = None
+        if t_start is not None and not math.isfinite(t_start):
+            t_start = None
         n_header = 2
     header = lines[n_header - 1] if len(lines) >= n_header else ""
     return t_start, [c.strip() for c in header.strip().split(",")], n_header
 
 
+def monitor_header(lines: list[str]) -> tuple[float | None, list[str], int]:
+    """``(t_start, column names, header line count)`` of a monitor CSV's lines.
+
+    ``t_start`` is None without the ``#{...}`` comment line and 0.0 if that line cannot be read.
+    """
+    t_start, cols, n_header = _header(lines)
+    return (0.0 if t_start is None and n_header == 2 else t_start), cols, n_header
+
+
 def monitor_files(run_dir: str, include_orphaned: bool = False) -> list[str]:
-    """Every ``*.monitor.csv`` under ``run_dir`` (resumed segments included; set-aside logs only if asked)."""
-    paths = glob.glob(os.path.join(run_dir, "**", f"*{SUFFIX}"), recursive=True)
-    if not include_orphaned:
-        paths = [p for p in paths if not os.path.relpath(p, run_dir).startswith(ORPHANED_PREFIX)]
+    """The run's own monitor CSVs: ``monitor/*.monitor.csv`` and ``monitor/resume-<k>/*.monitor.csv``.
+
+    Nothing deeper is read: an export kept inside the run dir (``retrokit export RUN RUN/export``) or a run
+    nested in it holds copies of these games, and counting them again would double the run. A folder without
+    ``monitor/`` (SB3's ``Monitor``, rl-zoo3) is read at its top level. Set-aside logs (``orphaned-<k>/``,
+    see progress.py) only if asked.
+    """
+    roots = [run_dir]
+    if include_orphaned:
+        roots += sorted(glob.glob(os.path.join(glob.escape(run_dir), ORPHANED_PREFIX + "*")))
+    paths: list[str] = []
+    for root in roots:
+        monitor = os.path.join(root, MONITOR_DIR)
+        if not os.path.isdir(monitor):
+            folders = [root] if root == run_dir else []
+        else:
+            segments = glob.glob(os.path.join(glob.escape(monitor), "resume-*"))
+            folders = [monitor, *(s for s in segments if _SEGMENT.fullmatch(os.path.basename(s)))]
+        for folder in folders:
+            paths += glob.glob(os.path.join(glob.escape(folder), f"*{SUFFIX}"))
     return sorted(paths)
 
 
-def split_monitor_csv(path: str, saved_at: float) -> tuple[list[str], list[str]]:
-    """Lines of a monitor CSV: (header + games that ended by ``saved_at``, games that ended later)."""
-    with open(path, newline="", encoding="utf-8") as fh:
-        lines = fh.readlines()
-    t_start, cols, n_header = monitor_header(lines)
+def _read_lines(path: str) -> list[bytes]:
+    """The raw lines of a file, line ends kept (bytes: damage must not stop the reading). OSError if it
+    cannot be read."""
+    with open(path, "rb") as fh:
+        return fh.read().splitlines(keepends=True)
+
+
+def _decode(line: bytes) -> str | None:
+    """A line as text, or None if it is damaged (not UTF-8, or NUL bytes of a file cut by a crash)."""
+    if b"\0" in line:
+        return None
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def split_monitor_csv(path: str, saved_at: float) -> tuple[list[bytes], list[bytes]]:
+    """Raw lines of a monitor CSV: (header + games that ended by ``saved_at``, games that ended later).
+
+    Lines are bytes, so a damaged file is rewritten byte for byte but for the games moved out. OSError if the
+    file cannot be read.
+    """
+    raw = _read_lines(path)
+    t_start, cols, n_header = _header([_decode(line) or "" for line in raw[:2]])
     if t_start is None or "t" not in cols:
-        return lines, []  # not ours to judge: keep everything
+        return raw, []  # not ours to judge: keep everything
     t_col = cols.index("t")
-    kept, later = lines[:n_header], []
-    for line in lines[n_header:]:
+    kept, later = raw[:n_header], []
+    for line in raw[n_header:]:
+        text = _decode(line)
         try:
-            ended_in_time = t_start + float(line.split(",")[t_col]) <= saved_at
+            ended_in_time = text is None or t_start + float(text.split(",")[t_col]) <= saved_at
         except (ValueError, IndexError):
             ended_in_time = True  # malformed lines are kept
         (kept if ended_in_time else later).append(line)
     return kept, later
 
 
-def read_monitor_csvs(run_dir: str, skipped: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+def _game(line: bytes, cols: list[str]) -> tuple[float, float, float] | None:
+    """``(t, r, l)`` of one row, or None if it is not a row of finite numbers."""
+    text = _decode(line)
+    if text is None:
+        return None
+    parts = text.strip().split(",")
+    if len(parts) != len(cols):
+        return None
+    try:
+        t, r, length = (float(parts[cols.index(c)]) for c in ("t", "r", "l"))
+    except ValueError:
+        return None
+    return (t, r, length) if all(map(math.isfinite, (t, r, length))) else None
+
+
+def _read_one(path: str, warn: list[str]) -> tuple[float | None, list[tuple[float, float, float]], int]:
+    """``(t_start, games (t, r, l), damaged rows)`` of one monitor CSV; a file that cannot be read or is not
+    a monitor CSV gives no games and a line in ``warn``."""
+    try:
+        raw = _read_lines(path)
+    except OSError as exc:
+        warn.append(f"{path}: cannot be read ({exc.strerror or exc}); skipped")
+        return None, [], 0
+    if not any(line.strip() for line in raw):
+        warn.append(f"{path}: empty (no header line); skipped")
+        return None, [], 0
+    t_start, cols, n_header = _header([_decode(line) or "" for line in raw[:2]])
+    if not {"r", "l", "t"} <= set(cols):
+        if len(raw) < n_header or _game(raw[n_header - 1], list(DEFAULT_COLUMNS)) is None:
+            warn.append(f"{path}: not a monitor CSV (no r,l,t header line); skipped")
+            return None, [], 0
+        # the column line is lost but the rows are the kit's: read them as the writer wrote them
+        cols, n_header = list(DEFAULT_COLUMNS), n_header - 1
+        warn.append(f"{path}: no r,l,t header line; its rows are read as r,l,t")
+    if t_start is None:
+        warn.append(f"{path}: no start time in its first line; its games are timed from the run's start")
+    games, bad = [], 0
+    body = raw[n_header:]
+    for i, line in enumerate(body):
+        if not line.strip():
+            continue
+        game = _game(line, cols)
+        if game is not None:
+            games.append(game)
+        elif i < len(body) - 1 or line.endswith(b"\n"):
+            bad += 1  # an unfinished last line (no line end) may be being written right now: not counted
+    return t_start, games, bad
+
+
+def read_monitor_csvs(
+    run_dir: str, skipped: dict[str, int] | None = None, warnings: list[str] | None = None
+) -> dict[str, np.ndarray]:
     """All games of a run (all envs and resumed segments, not set-aside logs), ordered by end time.
 
     Returns arrays ``r`` (true score), ``l`` (agent steps), ``t`` (seconds since the run started) and
-    ``steps`` (cumulative agent steps over all envs). RunError if the run has no monitor CSV. Rows that are
-    not numbers are left out; ``skipped``, if given, receives ``{path: number of such rows}`` for every file
-    that had any (a short last line, being written right now, is not counted).
+    ``steps`` (cumulative agent steps over all envs). RunError if the run has no monitor CSV. Damage never
+    raises: rows that are not numbers (not UTF-8, NUL bytes, cut short) are left out, a file that cannot be
+    read, is empty or has no r,l,t columns is skipped, a file without its start time is timed from the run's
+    start. ``skipped``, if given, receives ``{path: number of rows left out}`` (an unfinished last line,
+    being written right now, is not counted); ``warnings``, if given, one line per damaged file, naming it.
     """
     files = monitor_files(run_dir)
     if not files:
         raise RunError(f"{run_dir}: no monitor CSVs (*{SUFFIX}); pass a run dir from retrokit train")
-    rows = []
-    starts = []
+    read = []
     for path in files:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.readlines()
-        t_start, cols, n_header = monitor_header(lines)
-        if t_start is not None:
-            starts.append(t_start)
-        try:
-            ir, il, it = cols.index("r"), cols.index("l"), cols.index("t")
-        except ValueError:
-            raise RunError(f"{path}: not a monitor CSV (needs columns r,l,t)") from None
-        body = lines[n_header:]
-        bad = 0
-        for i, line in enumerate(body):
-            parts = line.strip().split(",")
-            if len(parts) < len(cols):
-                bad += bool(line.strip()) and i < len(body) - 1  # the last one may be being written now
-                continue
-            try:
-                rows.append(((t_start or 0.0) + float(parts[it]), float(parts[ir]), float(parts[il])))
-            except ValueError:
-                bad += 1
-        if bad and skipped is not None:
-            skipped[path] = bad
-    rows.sort()
+        notes: list[str] = []
+        t_start, games, bad = _read_one(path, notes)
+        if bad:
+            notes.append(
+                f"{path}: skipped {bad} row(s) that are not numbers (r,l,t); its other games are kept"
+            )
+            if skipped is not None:
+                skipped[path] = bad
+        if notes and warnings is not None:  # one line per file
+            warnings.append(notes[0] + "".join("; " + n.split(": ", 1)[1] for n in notes[1:]))
+        read.append((t_start, games))
+    starts = [t for t, _ in read if t is not None]
+    t0 = min(starts) if starts else 0.0
+    rows = sorted(
+        ((t0 if t_start is None else t_start) + t, r, n) for t_start, games in read for t, r, n in games
+    )
     if not rows:
         return {k: np.zeros(0) for k in ("r", "l", "t", "steps")}
     table = np.asarray(rows)
-    t0 = min(starts) if starts else 0.0
     return {"r": table[:, 1], "l": table[:, 2], "t": table[:, 0] - t0, "steps": np.cumsum(table[:, 2])}

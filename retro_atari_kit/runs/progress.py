@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 
-from retro_atari_kit.runs.files import atomic_write_text
+from retro_atari_kit.runs.files import atomic_write_bytes, atomic_write_text
 from retro_atari_kit.runs.layout import ORPHANED_PREFIX
 from retro_atari_kit.runs.monitor import monitor_files, split_monitor_csv
 
@@ -47,6 +47,8 @@ def _read_table(path: str) -> tuple[list[str], list[list[str]], int]:
             dropped += 1
             continue
         if not columns:
+            if _numbers(fields):  # the header line is lost: no row can be told apart from another
+                return [], [], sum(1 for line in lines if line.strip())
             columns = fields
         elif fields == columns:
             dropped += 1
@@ -57,11 +59,19 @@ def _read_table(path: str) -> tuple[list[str], list[list[str]], int]:
     return columns, rows, dropped
 
 
+def _numbers(fields: list[str]) -> bool:
+    try:
+        return any(fields) and all(float(f) or True for f in fields if f)
+    except ValueError:
+        return False
+
+
 def merge_progress(run_dir: str) -> str | None:
     """Fold ``progress.part<k>.csv`` of resumed segments into ``progress.csv`` (union of columns).
 
     Damaged lines are left out of the merged table; the files they came from are kept as they were under
-    ``orphaned-<k>/``. Returns a one-line note when that happened, else None.
+    ``orphaned-<k>/``. A part that cannot be read at all (permissions) is left where it is, unmerged. Returns
+    a one-line note when either happened, else None.
     """
     parts = sorted(
         glob.glob(os.path.join(run_dir, "progress.part*.csv")),
@@ -74,10 +84,15 @@ def merge_progress(run_dir: str) -> str | None:
     columns: list[str] = []
     damaged: list[tuple[str, int]] = []
     seen: set[tuple[tuple[str, str], ...]] = set()
+    unread: list[str] = []
     for path in [main, *parts]:
         if not os.path.exists(path):
             continue
-        names, table, dropped = _read_table(path)
+        try:
+            names, table, dropped = _read_table(path)
+        except OSError:
+            unread.append(path)
+            continue
         if dropped:
             damaged.append((path, dropped))
         columns.extend(c for c in names if c not in columns)
@@ -93,16 +108,21 @@ def merge_progress(run_dir: str) -> str | None:
     writer = csv.DictWriter(text, fieldnames=columns)
     writer.writeheader()
     writer.writerows(rows)
-    note = None
+    notes = []
     if damaged:
         aside = _new_aside_dir(run_dir)
         for path, _ in damaged:
             shutil.copy2(path, os.path.join(aside, os.path.basename(path)))
-        note = f"progress logs: left out {sum(n for _, n in damaged)} damaged lines; originals in {aside}"
+        notes.append(f"left out {sum(n for _, n in damaged)} damaged lines; originals in {aside}")
+    if unread:
+        notes.append(f"cannot read {', '.join(unread)}; left as it was, not merged")
+    if main in unread:  # rewriting it would lose its rows
+        return "progress logs: " + "; ".join(notes)
     atomic_write_text(main, text.getvalue())
     for path in parts:
-        os.remove(path)
-    return note
+        if path not in unread:
+            os.remove(path)
+    return "progress logs: " + "; ".join(notes) if notes else None
 
 
 def _new_aside_dir(run_dir: str) -> str:
@@ -112,22 +132,26 @@ def _new_aside_dir(run_dir: str) -> str:
     return aside
 
 
-def _split_progress(path: str, steps: int) -> tuple[list[str], list[str]]:
-    """Lines of progress.csv: (header + rows up to ``steps``, rows past it)."""
-    with open(path, newline="", encoding="utf-8") as fh:
-        lines = fh.readlines()
+def _split_progress(path: str, steps: int) -> tuple[list[bytes], list[bytes]]:
+    """Raw lines of progress.csv: (header + rows up to ``steps``, rows past it). OSError if unreadable."""
+    with open(path, "rb") as fh:
+        raw = fh.read().splitlines(keepends=True)
+
+    def fields(line: bytes) -> list[str]:  # damaged bytes read as U+FFFD: never a number, never a column
+        return next(csv.reader([line.decode("utf-8", "replace").replace("\0", "")]), [])
+
     try:
-        columns = next(csv.reader(lines[:1]), [])
+        columns = fields(raw[0]) if raw else []
     except csv.Error:
-        return lines, []
+        return raw, []
     if STEPS_COLUMN not in columns:
-        return lines, []
+        return raw, []
     col = columns.index(STEPS_COLUMN)
-    kept, later = lines[:1], []
-    for line in lines[1:]:
+    kept, later = raw[:1], []
+    for line in raw[1:]:
         try:
-            in_time = float(next(csv.reader([line]))[col]) <= steps
-        except (ValueError, IndexError, StopIteration, csv.Error):
+            in_time = float(fields(line)[col]) <= steps
+        except (ValueError, IndexError, csv.Error):
             in_time = True  # malformed lines are kept
         (kept if in_time else later).append(line)
     return kept, later
@@ -143,26 +167,37 @@ def set_aside_orphaned_logs(run_dir: str, steps: int, saved_at: float) -> str | 
     are kept under ``orphaned-<k>/``. Returns a one-line summary, or None if nothing was logged after the
     checkpoint (the usual case: Ctrl-C / SIGTERM save a checkpoint at the stop).
     """
-    rewrites: dict[str, list[str]] = {}
+    rewrites: dict[str, list[bytes]] = {}
+    unread: list[str] = []
     dropped_games = dropped_rows = 0
     for path in monitor_files(run_dir):
-        kept, later = split_monitor_csv(path, saved_at)
+        try:
+            kept, later = split_monitor_csv(path, saved_at)
+        except OSError:
+            unread.append(path)
+            continue
         if later:
             rewrites[path], dropped_games = kept, dropped_games + len(later)
     progress = progress_path(run_dir)
     if os.path.exists(progress):
-        kept, later = _split_progress(progress, steps)
+        try:
+            kept, later = _split_progress(progress, steps)
+        except OSError:
+            unread.append(progress)
+            kept, later = [], []
         if later:
             rewrites[progress], dropped_rows = kept, len(later)
+    cannot = f"cannot read {', '.join(unread)}; left as it was" if unread else None
     if not rewrites:
-        return None
+        return cannot
     aside = _new_aside_dir(run_dir)
     for path, lines in rewrites.items():
         backup = os.path.join(aside, os.path.relpath(path, run_dir))
         os.makedirs(os.path.dirname(backup), exist_ok=True)
         shutil.copy2(path, backup)
-        atomic_write_text(path, "".join(lines))
-    return (
+        atomic_write_bytes(path, b"".join(lines), mode=os.stat(path).st_mode & 0o777)
+    summary = (
         f"the run had logged past its last checkpoint ({steps} steps): set aside {dropped_games} games "
         f"and {dropped_rows} progress rows; originals in {aside}"
     )
+    return f"{summary}; {cannot}" if cannot else summary
