@@ -233,6 +233,25 @@ def monitor_csv(body: str, run: str = "run") -> Setup:
     return setup
 
 
+def append_bytes(name: str, data: bytes, mode: str = "ab") -> Setup:
+    """Damage ``name`` (a log of a run copy) as a crash or a bad disk does: ``data`` appended (``wb``: the
+    whole file replaced)."""
+
+    def setup(d: Path) -> None:
+        with open(d / name, mode) as fh:
+            fh.write(data)
+
+    return setup
+
+
+DL = "damaged-logs"  # the run copies of the damaged-log cases (``--only damaged-logs``; issue 32)
+DAMAGED_LOGS = [
+    run_copy(DL),
+    append_bytes(f"{DL}/monitor/0.monitor.csv", b"-2\xff.0,800,0.5\n\0\0\0\0\n-20.0,8"),
+    append_bytes(f"{DL}/progress.csv", b"\xff\xfe,\0\0\n\0\0\0\n12"),
+]
+
+
 # ------------------------------------------------------------------------------------------------------
 # the cases
 # ------------------------------------------------------------------------------------------------------
@@ -427,6 +446,18 @@ def resume_cases() -> list[Case]:
         expect="clean", exit_code=0, writes_nothing=False,
         check=trained_to(640, "model_64_steps.zip: not a complete zip", "model_32_steps.zip (32 steps)"),
     )  # fmt: skip
+    # damaged logs (not UTF-8, NUL bytes, cut-off lines, an emptied monitor CSV, a part of a killed resume)
+    # never stop a resume; a damaged config.yaml is one line and leaves every byte as it was
+    resume(
+        DL, "--timesteps", "128", expect="clean", exit_code=0, writes_nothing=False,
+        setup=[
+            *DAMAGED_LOGS, append_bytes(f"{DL}/progress.part1.csv", b"time/total_timesteps,x\n\xff\n\0", "wb")
+        ],
+        check=trained_to(128, "progress logs: left out", run=DL),
+    )  # fmt: skip
+    resume(DL, "--timesteps", "640", setup=[*DAMAGED_LOGS, append_bytes(f"{DL}/config.yaml", b"\xff\xfe\0")])
+    resume(DL, "--timesteps", "640", setup=[*DAMAGED_LOGS, append_bytes(f"{DL}/config.yaml", b"\0\0\n")])
+    resume(DL, "--timesteps", "640", setup=[*DAMAGED_LOGS, append_bytes(f"{DL}/config.yaml", b"", "wb")])
     return cases
 
 
@@ -555,8 +586,40 @@ def other_cases() -> list[Case]:
             writes_nothing=False,
             needles=("skipped 2 row",),
         ),  # fmt: skip
-        Case(g, ["plot", "run"], setup=[monitor_csv("")]),
-        Case(g, ["plot", "run"], setup=[monitor_csv("garbage\n\x00\x01\x02\n")]),
+        # damaged logs never stop the plot (issue 32): one warning line naming the file, the rest is plotted
+        *(
+            Case(
+                g,
+                ["plot", DL],
+                setup=[monitor_csv(body, run=DL)],
+                expect="warning",
+                writes_nothing=False,
+                needles=(f"{DL}/monitor/0.monitor.csv: {words}",),
+            )
+            for body, words in [
+                ("", "empty"),
+                ("garbage\n\x00\x01\x02\n", "not a monitor CSV"),
+                ('#{"t_start": 0}\nx,y\n1,2\n', "not a monitor CSV"),
+                (GOOD_CSV.replace("\nr,l,t", ""), "no r,l,t header line"),
+                (GOOD_CSV.replace('"t_start": 0', '"t_start": null'), "no start time"),
+            ]
+        ),
+        Case(
+            g,
+            ["plot", DL],
+            setup=DAMAGED_LOGS,
+            expect="warning",
+            writes_nothing=False,
+            needles=(f"{DL}/monitor/0.monitor.csv: skipped 2 row",),
+        ),
+        Case(
+            g,
+            ["plot", DL],
+            setup=[*DAMAGED_LOGS, append_bytes(f"{DL}/monitor/0.monitor.csv", b"", "wb")],
+            expect="warning",
+            writes_nothing=False,
+            needles=(f"{DL}/monitor/0.monitor.csv: empty",),
+        ),
         # a warning, and the run plotted with 0 games (as a run that has not finished a game yet)
         Case(
             g,
@@ -566,8 +629,6 @@ def other_cases() -> list[Case]:
             writes_nothing=False,
             needles=("skipped 1 row",),
         ),  # fmt: skip
-        Case(g, ["plot", "run"], setup=[monitor_csv('#{"t_start": 0}\nx,y\n1,2\n')]),
-        Case(g, ["plot", "run"], setup=[monitor_csv(GOOD_CSV.replace("\nr,l,t", ""))]),
     ]
     g = "list"
     cases += [
