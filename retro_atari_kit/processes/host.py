@@ -19,9 +19,12 @@ the child goes on; ``("fatal", one line, traceback)``: the child is exiting beca
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
+import multiprocessing.util  # noqa: F401  (registers its exit function before ours: see _stop_live_children)
 import signal
 import traceback
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
@@ -195,6 +198,7 @@ class ChildProcess:
         finally:
             child_end.close()
         self._waitables = [self.conn, self.process.sentinel]  # readable: an answer, or the child has ended
+        _LIVE.add(self)
 
     @property
     def pid(self) -> int | None:
@@ -340,3 +344,17 @@ def stop_all(children: Iterable[ChildProcess]) -> None:
     for child in children:
         end_process(child.process, child.grace)
         child.conn.close()
+
+
+# Children not stopped by their owner (a vector env never closed) are stopped at interpreter exit, before
+# multiprocessing's own exit function runs (atexit runs the newest first): that one terminates daemon
+# children with SIGTERM and then joins them, and the kit's children ignore SIGTERM (a stop sent to the
+# whole process group is the parent's to handle), so without this the interpreter would wait forever.
+_LIVE: weakref.WeakSet[ChildProcess] = weakref.WeakSet()
+
+
+def _stop_live_children() -> None:
+    stop_all(list(_LIVE))
+
+
+atexit.register(_stop_live_children)
