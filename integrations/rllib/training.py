@@ -16,14 +16,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from retro_atari_kit.integrations.rllib.checkpoints import (
+    env_steps,
+    export_model,
+    latest_model,
+    run_steps,
+    save_checkpoint,
+)
 from retro_atari_kit.integrations.rllib.hyperparams import ALGOS, get_preset, with_overrides
 from retro_atari_kit.integrations.rllib.policy import (
     POLICY_FILE,
     load_model,
-    policy_payload,
-    read_policy_file,
 )
 
+from retro_atari_kit.models.threads import learner_threads
 from retro_atari_kit.processes import stop_signals_blocked
 from retro_atari_kit.runs import (
     CONFIG_FILE,
@@ -31,14 +37,11 @@ from retro_atari_kit.runs import (
     RunError,
     StopRequest,
     TrainSpec,
-    atomic_write,
     begin_segment,
-    checkpoint_path,
     create_run_dir,
     default_run_dir,
     final_model_path,
     list_checkpoints,
-    load_config,
     merge_progress,
     new_config,
     open_for_resume,
@@ -59,7 +62,17 @@ from retro_atari_kit.runs.startup import (
 ENGINE = "rllib"
 INSTALL = 'pip install "retro-atari-kit[rllib]"'
 
-__all__ = ["latest_model", "load_model", "prepare", "prepare_resume", "save_checkpoint", "train"]
+# the engine interface (export_model, latest_model and save_checkpoint live in .checkpoints)
+__all__ = [
+    "export_model",
+    "latest_model",
+    "load_model",
+    "prepare",
+    "prepare_resume",
+    "run_steps",
+    "save_checkpoint",
+    "train",
+]
 
 
 def _require_ray() -> None:
@@ -184,20 +197,6 @@ def prepare_resume(
     return config, run_dir, ckpts[-1][1]
 
 
-def latest_model(run_dir: str) -> tuple[str, int | None]:
-    """``(path, steps)`` of the run's final model, else its newest checkpoint (directories)."""
-    load_config(run_dir)
-    ckpts = [c for c in list_checkpoints(run_dir) if os.path.isfile(os.path.join(c[1], POLICY_FILE))]
-    final = final_model_path(run_dir, suffix="")
-    if os.path.isfile(os.path.join(final, POLICY_FILE)):
-        # the final model is a copy of the last checkpoint (or an export without checkpoints): its own
-        # policy.pt records the steps
-        return final, int(read_policy_file(os.path.join(final, POLICY_FILE))["steps"])
-    if not ckpts:
-        raise RunError(f"{run_dir} has no checkpoint yet; train longer or resume it")
-    return ckpts[-1][1], ckpts[-1][0]
-
-
 def _connect(config: dict[str, Any]) -> bool:
     """Connect to (or start) Ray; True if this call started it (and so must shut it down)."""
     import ray
@@ -227,46 +226,6 @@ def _runner_settings(config: dict[str, Any]) -> dict[str, Any]:
 
     cpus = int(ray.cluster_resources().get("CPU", 2))
     return runner_settings(config.get("rllib") or {}, config.get("device"), cpus)  # type: ignore[return-value]
-
-
-def save_checkpoint(algo: Any, run_dir: str, steps: int, config: dict[str, Any], spaces: tuple) -> str:
-    """Write ``checkpoints/model_<steps>_steps/`` atomically: RLlib's state plus ``policy.pt``."""
-    import torch
-
-    path = checkpoint_path(run_dir, steps, suffix="")
-    module_spec = algo.config.rl_module_spec
-
-    def write(tmp: str) -> None:
-        algo.save_to_path(tmp)
-        state = algo.learner_group.get_state(components="learner/rl_module/default_policy")
-        weights = state["learner"]["rl_module"]["default_policy"]
-        payload = policy_payload(
-            weights,
-            dict(module_spec.model_config or {}),
-            spaces[0],
-            spaces[1],
-            config["algo"],
-            config["env_id"],
-            steps,
-        )
-        torch.save(payload, os.path.join(tmp, POLICY_FILE))
-
-    atomic_write(path, write)
-    return path
-
-
-def _env_steps(algo: Any) -> int:
-    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
-
-    return int(algo.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0) or 0)
-
-
-def run_steps(previous: int, start: int, base: int, reading: int) -> int:
-    """The run's env steps after an iteration: ``start`` (the resumed checkpoint's) plus what RLlib
-    counted since ``base``, never below ``previous``. RLlib's lifetime counter is read with a default of
-    0 (it is absent until a runner has reported), so a missing reading must not take the count back: the
-    stop checkpoint is never named below steps that ``progress.csv`` already logged."""
-    return max(previous, start + reading - base)
 
 
 def train(
@@ -310,6 +269,9 @@ def train(
                 {k: v for k, v in (config.get("env_kwargs") or {}).items() if k != "backend"},
             )
             settings = _runner_settings(config)
+            if not (config.get("rllib") or {}).get("address") and not settings.get("num_learners"):
+                # the learner runs in this process beside its env runners (one machine): the thread rule
+                learner_threads(settings["num_env_runners"])
             hyper = {**config["hyperparameters"], **settings}
             rl_config = algo_config(
                 config["algo"],
@@ -356,14 +318,14 @@ def _loop(
 
     The stop signals stay caught until the last checkpoint is written, so a second Ctrl-C waits for it.
     """
-    base = _env_steps(algo)  # RLlib's counter (restored or not): count this segment's steps from here
+    base = env_steps(algo)  # RLlib's counter (restored or not): count this segment's steps from here
     steps = start
     every = int(config.get("checkpoint_every") or 0)
     next_ckpt = (steps // every + 1) * every if every else None
     t0 = time.time()
     while steps < config["timesteps"] and not stop.requested:
         result = algo.train()
-        steps = run_steps(steps, start, base, _env_steps(algo))
+        steps = run_steps(steps, start, base, env_steps(algo))
         row = logger.log(result, steps)
         if next_ckpt is not None and steps >= next_ckpt:
             save_checkpoint(algo, run_dir, steps, config, spaces)
@@ -385,15 +347,3 @@ def _loop(
     for line in finished_lines(run_dir):
         out(line)
     return {"steps": steps, "interrupted": False, "model": final}
-
-
-def export_model(run_dir: str, out_dir: str) -> tuple[str, int | None]:
-    """Copy the run's final policy (else its newest checkpoint's) to ``out_dir/model/policy.pt``: the
-    module's inference weights, torch only; RLlib's full algorithm state stays in the run's checkpoints."""
-    import shutil
-
-    path, steps = latest_model(run_dir)
-    dst = os.path.join(final_model_path(out_dir, suffix=""), POLICY_FILE)
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    shutil.copy2(os.path.join(path, POLICY_FILE), dst)
-    return dst, steps
