@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import re
 import subprocess
 import sys
@@ -11,7 +12,8 @@ import sys
 import pytest
 
 GAME = "RetroKit/SpaceInvaders-v0"
-pytest.importorskip("rl_zoo3", reason="the zoo extra")
+# not imported here: importing rl_zoo3 replaces gymnasium's TimeLimit for the whole test process
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("rl_zoo3") is None, reason="the zoo extra")
 
 
 def _zoo(module: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
