@@ -27,7 +27,8 @@ from gymnasium.wrappers.vector import RecordEpisodeStatistics as VectorRecordEpi
 from retro_atari_kit.wrappers.true_score import reports_true_scores
 
 KIT_ID_PREFIX = "RetroKit/"
-_FLAG = "_retrokit_true_scores"  # per recorder instance: does it wrap a kit env (decided at its first step)
+# per recorder instance: does it wrap a kit env (decided at its first step, or at construction)
+KIT_MODE_ATTR = "_retrokit_true_scores"
 
 
 def vector_reports_true_scores(venv: Any) -> bool:
@@ -45,15 +46,20 @@ def vector_reports_true_scores(venv: Any) -> bool:
     if isinstance(env, gym.vector.AsyncVectorEnv):
         # the envs live in other processes: their specs tell (asking for a missing attribute would make
         # every worker log an error for envs that are not the kit's)
-        specs = env.get_attr("spec")
-        return all(spec is not None and str(spec.id).startswith(KIT_ID_PREFIX) for spec in specs)
+        return are_kit_specs(env.get_attr("spec"))
     return False
 
 
-def _wraps_kit_env(recorder: Any, check) -> bool:
-    flag = recorder.__dict__.get(_FLAG)
+def are_kit_specs(specs: Any) -> bool:
+    """Whether every spec (of envs in other processes, which cannot be inspected) is a kit ID's."""
+    return all(spec is not None and str(spec.id).startswith(KIT_ID_PREFIX) for spec in specs)
+
+
+def wraps_kit_env(recorder: Any, check) -> bool:
+    """Whether ``recorder`` wraps a kit env, by ``check`` of its ``env``; decided once, kept on it."""
+    flag = recorder.__dict__.get(KIT_MODE_ATTR)
     if flag is None:
-        flag = recorder.__dict__[_FLAG] = bool(check(recorder.env))
+        flag = recorder.__dict__[KIT_MODE_ATTR] = bool(check(recorder.env))
     return flag
 
 
@@ -70,7 +76,7 @@ def episode_records(infos: dict[str, Any]) -> tuple[np.ndarray, dict[str, np.nda
 def _single_step(original):
     @functools.wraps(original)
     def step(self, action):
-        if not _wraps_kit_env(self, reports_true_scores):
+        if not wraps_kit_env(self, reports_true_scores):
             return original(self, action)
         obs, reward, terminated, truncated, info = self.env.step(action)
         record = info.get("episode") if (terminated or truncated) else None
@@ -89,7 +95,7 @@ def _single_step(original):
 def _vector_step(original):
     @functools.wraps(original)
     def step(self, actions):
-        if not _wraps_kit_env(self, vector_reports_true_scores):
+        if not wraps_kit_env(self, vector_reports_true_scores):
             return original(self, actions)
         obs, rewards, terminations, truncations, infos = self.env.step(actions)
         found = episode_records(infos)

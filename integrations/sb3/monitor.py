@@ -24,10 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from retro_atari_kit.recorders import KIT_ID_PREFIX
+from retro_atari_kit.recorders import KIT_MODE_ATTR, are_kit_specs, wraps_kit_env
 from retro_atari_kit.wrappers.true_score import reports_true_scores
-
-_FLAG = "_retrokit_true_scores"
 
 
 def vec_env_reports_true_scores(venv: Any) -> bool:
@@ -48,20 +46,13 @@ def vec_env_reports_true_scores(venv: Any) -> bool:
         specs = env.get_attr("spec")
     except Exception:
         return False
-    return all(spec is not None and str(spec.id).startswith(KIT_ID_PREFIX) for spec in specs)
-
-
-def _kit_mode(recorder: Any, check, inner: Any) -> bool:
-    flag = recorder.__dict__.get(_FLAG)
-    if flag is None:
-        flag = recorder.__dict__[_FLAG] = bool(check(inner))
-    return flag
+    return are_kit_specs(specs)
 
 
 def _monitor_step(original):
     @functools.wraps(original)
     def step(self, action):
-        if not _kit_mode(self, reports_true_scores, self.env):
+        if not wraps_kit_env(self, reports_true_scores):
             return original(self, action)
         if self.needs_reset:
             raise RuntimeError("Tried to step environment that needs reset")
@@ -96,7 +87,7 @@ def _vec_monitor_init(original):
     def __init__(self, venv, *args, **kwargs):
         original(self, venv, *args, **kwargs)
         # decided here: once steps are in flight, asking worker processes would read their step replies
-        self.__dict__[_FLAG] = vec_env_reports_true_scores(venv)
+        self.__dict__[KIT_MODE_ATTR] = vec_env_reports_true_scores(venv)
 
     __init__._retrokit = True
     return __init__
@@ -105,7 +96,7 @@ def _vec_monitor_init(original):
 def _vec_monitor_step_wait(original):
     @functools.wraps(original)
     def step_wait(self):
-        if not self.__dict__.get(_FLAG, False):
+        if not self.__dict__.get(KIT_MODE_ATTR, False):
             return original(self)
         obs, rewards, dones, infos = self.venv.step_wait()
         self.episode_returns += rewards
