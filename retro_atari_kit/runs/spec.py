@@ -33,6 +33,10 @@ class Option:
     choices: tuple[str, ...] | None = None
     recorded: bool = True
 
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"Option {self.flag}: unknown kind {self.kind!r}; one of {', '.join(KINDS)}")
+
 
 KINDS = ("text", "lower", "steps", "count", "every", "seed", "int", "settings", "kwargs", "switch")
 # numpy's legacy seeding (SB3's set_random_seed) and gymnasium's reset take only this range
