@@ -24,3 +24,17 @@ def user_errors() -> Iterator[None]:
         ) from exc
     except ValueError as exc:  # RunError is a ValueError
         raise CliError(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from exc
+
+
+def add_play_options(p) -> None:
+    """The options of every command that plays a model (``eval``, ``record``): how it acts, which env."""
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="greedy (arg-max) actions (default: off, actions sampled from the policy)",
+    )
+    p.add_argument(
+        "--env",
+        default=None,
+        help="env ID, needed for a model file outside a run dir (default: the run's env_id)",
+    )

@@ -9,7 +9,7 @@ import sys
 import zipfile
 from typing import Any
 
-from retro_atari_kit.cli._common import CliError, user_errors
+from retro_atari_kit.cli._common import CliError, add_play_options, user_errors
 from retro_atari_kit.cli.arguments import parse_env_kwargs, positive_int, seed
 from retro_atari_kit.cli.engines import engine
 
@@ -29,16 +29,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--episodes", type=positive_int, default=10, help="whole games to play (default: %(default)s)"
     )
-    p.add_argument(
-        "--deterministic",
-        action="store_true",
-        help="greedy (arg-max) actions (default: off, actions sampled from the policy)",
-    )
-    p.add_argument(
-        "--env",
-        default=None,
-        help="env ID, needed for a model file outside a run dir (default: the run's env_id)",
-    )
+    add_play_options(p)
     p.add_argument(
         "--env-kwarg",
         dest="env_kwargs",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from retro_atari_kit.cli._common import user_errors
+from retro_atari_kit.cli._common import add_play_options, user_errors
 from retro_atari_kit.cli.arguments import positive_int, seed
 
 
@@ -32,16 +32,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--episodes", type=positive_int, default=1, help="whole games to record (default: %(default)s)"
     )
-    p.add_argument(
-        "--deterministic",
-        action="store_true",
-        help="greedy (arg-max) actions (default: off, actions sampled from the policy)",
-    )
-    p.add_argument(
-        "--env",
-        default=None,
-        help="env ID, needed for a model file outside a run dir (default: the run's env_id)",
-    )
+    add_play_options(p)
     p.add_argument(
         "--max-steps",
         type=positive_int,
