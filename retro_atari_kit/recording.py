@@ -9,12 +9,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from retro_atari_kit.envs.ale import DEFAULTS as ALE_DEFAULTS
+from retro_atari_kit.envs._options import FRAME_SKIP
 from retro_atari_kit.envs.ale import MAX_FRAMES_PER_EPISODE
 from retro_atari_kit.errors import check_output_path
 
 # A recorded game ends at ALE's own cap at the latest: 108,000 frames = 27,000 agent steps of 4 frames.
-DEFAULT_MAX_STEPS = MAX_FRAMES_PER_EPISODE // ALE_DEFAULTS["frame_skip"]
+DEFAULT_MAX_STEPS = MAX_FRAMES_PER_EPISODE // FRAME_SKIP.default
 VIDEO_SUFFIXES = (".mp4", ".gif", ".webm", ".mkv", ".avi")
 
 
@@ -86,7 +86,7 @@ def record_video(
     if ext.lower() != ".gif" and not has_ffmpeg():
         out = root + ".gif"
     env = make_env(env_id, **{**env_kwargs, "render_mode": "rgb_array"})
-    fps = 60 / max(1, int(env_kwargs.get("frame_skip", ALE_DEFAULTS["frame_skip"])))
+    fps = 60 / max(1, int(env_kwargs.get("frame_skip", FRAME_SKIP.default)))
     frames: list[np.ndarray] = []
     scores: list[float] = []
     try:

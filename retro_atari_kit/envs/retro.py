@@ -10,30 +10,37 @@ from __future__ import annotations
 
 import gc
 import weakref
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import gymnasium as gym
 
 from retro_atari_kit.catalog.ale import SCORE_CROP_BOXES
 from retro_atari_kit.catalog.retro import RetroGame, retro_game, system_buttons
+from retro_atari_kit.envs._options import (
+    CLIP_REWARD,
+    CROP_SCORE,
+    FRAME_SKIP,
+    FRAME_STACK,
+    GRAYSCALE,
+    RENDER_MODE,
+    SCREEN_SIZE,
+    EnvOption,
+    Target,
+    defaults_of,
+    max_episode_steps_option,
+    resolve_options,
+    sticky_actions_option,
+    takes_options,
+)
 from retro_atari_kit.envs._render import (
     EMULATOR_FPS,
-    check_render_mode,
     check_window,
     stack_metadata,
     with_window,
     without_window,
 )
-from retro_atari_kit.envs._validate import (
-    CheckedCalls,
-    check_bool,
-    check_choice,
-    check_int,
-    check_optional_int,
-    check_probability,
-    reject_unknown,
-    resolve_crop,
-)
+from retro_atari_kit.envs._validate import Box, CheckedCalls, check_choice, check_int
 from retro_atari_kit.wrappers import (
     ACTION_SETS,
     ClipReward,
@@ -44,29 +51,87 @@ from retro_atari_kit.wrappers import (
     WarpFrame,
 )
 from retro_atari_kit.wrappers.discrete_actions import combo_masks
-from retro_atari_kit.wrappers.frame_stack import DEFAULT_FRAME_STACK
 
 # 4500 agent steps x 4 frames = 18,000 frames = 5 minutes of play at 60 fps (baselines' retro default).
 DEFAULT_MAX_EPISODE_STEPS = 4500
 
-DEFAULTS: dict[str, Any] = {
-    "frame_skip": 4,
-    "sticky_actions": 0.25,
-    "max_episode_steps": DEFAULT_MAX_EPISODE_STEPS,
-    "action_set": "discrete",
-    "state": None,
-    "players": 1,
-    "clip_reward": True,
-    "frame_stack": DEFAULT_FRAME_STACK,
-    "screen_size": 84,
-    "grayscale": True,
-    "crop_score": False,
-    "render_mode": None,
-}
-
 # Atari 2600 games run by stable-retro's Stella core show the same 210x160 screen as ALE, so ALE's
 # score-crop boxes apply to them.
 RETRO_SCORE_CROP_BOXES = {f"{name}-Atari2600": box for name, box in SCORE_CROP_BOXES.items()}
+
+
+def _check_action_set(name: str, value: Any, target: Target) -> Any:
+    """``"discrete"`` stays; a named set becomes its combos; combos are checked against the console."""
+    if isinstance(value, str):
+        check_choice(name, value, ["discrete", *ACTION_SETS])
+        if value == "discrete":
+            return value
+        value = ACTION_SETS[value]
+    elif not isinstance(value, (list, tuple)):
+        raise TypeError(
+            f"action_set must be 'discrete', one of {', '.join(map(repr, ACTION_SETS))} or a list of button "
+            f"combos such as [['LEFT'], ['RIGHT', 'B']], got {value!r}"
+        )
+    system = retro_game(target.game).system
+    combo_masks(value, system_buttons(system), system)
+    return value
+
+
+def _check_state(_name: str, value: Any, target: Target) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"state must be a save-state name (str) or None, got {value!r}")
+    states = retro_game(target.game).states()
+    if value not in states:
+        raise ValueError(
+            f"{target.env_id}: unknown state {value!r}; available: {', '.join(states) or 'none'} "
+            "(None = the game's default state)"
+        )
+    return value
+
+
+# -- the options only the stable-retro stack has (the shared ones are in envs/_options.py) ------------------
+STICKY_ACTIONS = sticky_actions_option(
+    0.25, "probability that the first frame of a step keeps the previous action"
+)
+MAX_EPISODE_STEPS = max_episode_steps_option(
+    DEFAULT_MAX_EPISODE_STEPS, "agent steps per game (4500 = 5 minutes at 60 fps); None: no limit"
+)
+ACTION_SET = EnvOption(
+    "action_set",
+    "discrete",
+    "'discrete' (stable-retro's), 'sonic', 'fighting' or a list of button combos such as [['LEFT'], ['B']]",
+    _check_action_set,
+)
+STATE = EnvOption(
+    "state", None, "save-state name such as 'Start'; None: the game's default state", _check_state
+)
+PLAYERS = EnvOption(
+    "players",
+    1,
+    "players controlled (an int >= 1); the action space becomes Discrete(n ** players)",
+    lambda name, value, _t: check_int(name, value, 1),
+)
+
+# the keyword-only parameters of make_retro_env, in this order
+RETRO_OPTIONS: tuple[EnvOption, ...] = (
+    FRAME_SKIP,
+    STICKY_ACTIONS,
+    MAX_EPISODE_STEPS,
+    ACTION_SET,
+    STATE,
+    PLAYERS,
+    CLIP_REWARD,
+    FRAME_STACK,
+    SCREEN_SIZE,
+    GRAYSCALE,
+    CROP_SCORE,
+    RENDER_MODE,
+)
+DEFAULTS: dict[str, Any] = defaults_of(
+    RETRO_OPTIONS
+)  # derived from RETRO_OPTIONS, for readers of a plain dict
 
 
 _live_env: weakref.ref | None = None  # the RetroEnv this process holds, if any
@@ -83,49 +148,33 @@ def _emulator_free() -> bool:
     return not _emulator_alive()
 
 
+def _env_id(game: str) -> str:
+    return retro_game(game).env_id
+
+
 def validate_retro_kwargs(game: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """Fill defaults and validate without starting an emulator; returns the resolved kwargs (``crop_score``
     as a box or None, ``action_set`` as ``"discrete"`` or a list of combos checked against the console)."""
-    env_id = retro_game(game).env_id
-    reject_unknown(env_id, kwargs, DEFAULTS)
-    cfg = {**DEFAULTS, **kwargs}
-    check_int("frame_skip", cfg["frame_skip"], 1)
-    cfg["sticky_actions"] = check_probability("sticky_actions", cfg["sticky_actions"])
-    check_optional_int("max_episode_steps", cfg["max_episode_steps"], 1)
-    check_int("players", cfg["players"], 1)
-    check_bool("clip_reward", cfg["clip_reward"])
-    check_int("frame_stack", cfg["frame_stack"], 1)
-    check_int("screen_size", cfg["screen_size"], 8)
-    check_bool("grayscale", cfg["grayscale"])
-    cfg["crop_score"] = resolve_crop(cfg["crop_score"], game, RETRO_SCORE_CROP_BOXES, env_id)
-    check_render_mode(env_id, cfg["render_mode"])
-    action_set = cfg["action_set"]
-    if isinstance(action_set, str):
-        check_choice("action_set", action_set, ["discrete", *ACTION_SETS])
-        if action_set != "discrete":
-            cfg["action_set"] = ACTION_SETS[action_set]
-    elif not isinstance(action_set, (list, tuple)):
-        raise TypeError(
-            f"action_set must be 'discrete', one of {', '.join(map(repr, ACTION_SETS))} or a list of button "
-            f"combos such as [['LEFT'], ['RIGHT', 'B']], got {action_set!r}"
-        )
-    if cfg["action_set"] != "discrete":
-        system = retro_game(game).system
-        combo_masks(cfg["action_set"], system_buttons(system), system)
-    state = cfg["state"]
-    if state is not None:
-        if not isinstance(state, str):
-            raise TypeError(f"state must be a save-state name (str) or None, got {state!r}")
-        states = retro_game(game).states()
-        if state not in states:
-            raise ValueError(
-                f"{env_id}: unknown state {state!r}; available: {', '.join(states) or 'none'} "
-                "(None = the game's default state)"
-            )
-    return cfg
+    return resolve_options(RETRO_OPTIONS, Target(_env_id(game), game, RETRO_SCORE_CROP_BOXES), kwargs)
 
 
-def make_retro_env(game: str, **kwargs: Any) -> gym.Env:
+@takes_options(RETRO_OPTIONS, _env_id)
+def make_retro_env(
+    game: str,
+    *,
+    frame_skip: int = FRAME_SKIP.default,
+    sticky_actions: float = STICKY_ACTIONS.default,
+    max_episode_steps: int | None = MAX_EPISODE_STEPS.default,
+    action_set: str | Sequence[Sequence[str]] = ACTION_SET.default,
+    state: str | None = STATE.default,
+    players: int = PLAYERS.default,
+    clip_reward: bool = CLIP_REWARD.default,
+    frame_stack: int = FRAME_STACK.default,
+    screen_size: int = SCREEN_SIZE.default,
+    grayscale: bool = GRAYSCALE.default,
+    crop_score: bool | Box | None = CROP_SCORE.default,
+    render_mode: Literal["rgb_array", "human"] | None = RENDER_MODE.default,
+) -> gym.Env:
     """Build ``RetroKit/<game>-v0`` (``game`` such as ``"Pong-Atari2600"``) around one stable-retro emulator.
 
     Order, innermost first: stable-retro ``RetroEnv`` (``render_mode=None``) -> action set (stable-retro's
@@ -136,18 +185,41 @@ def make_retro_env(game: str, **kwargs: Any) -> gym.Env:
     process already has an emulator, the same stack is built in a worker process (:class:`RetroWorkerEnv`).
     ``render_mode="human"``: that stack with ``"rgb_array"``, shown in a window of this process (never
     stable-retro's own window; see :mod:`retro_atari_kit.envs._render`).
+
+    Args:
+        game: stable-retro's game name, ``Name-System`` (``retrokit list``).
+        frame_skip: emulator frames per agent step (an int >= 1)
+        sticky_actions: probability that the first frame of a step keeps the previous action
+        max_episode_steps: agent steps per game (4500 = 5 minutes at 60 fps); None: no limit
+        action_set: 'discrete' (stable-retro's), 'sonic', 'fighting' or a list of button combos such as
+            [['LEFT'], ['B']]
+        state: save-state name such as 'Start'; None: the game's default state
+        players: players controlled (an int >= 1); the action space becomes Discrete(n ** players)
+        clip_reward: rewards clipped to their sign (the true score is still reported)
+        frame_stack: frames stacked on the channel axis (an int >= 1); 1 gives (1, 84, 84)
+        screen_size: side of the square observation, in pixels (an int >= 8)
+        grayscale: False keeps RGB: channel-first (3 * frame_stack, H, W)
+        crop_score: False: no crop; True: the game's score box from the catalog; or a box (top, bottom,
+            left, right) of the full screen to keep
+        render_mode: None, 'rgb_array' (render() returns the full-colour frame) or 'human' (a window)
+
+    Raises:
+        TypeError, ValueError: one line naming the bad or unknown option and what is allowed.
     """
     global _live_env
+    options = {
+        k: v for k, v in locals().items() if k != "game"
+    }  # the options as given: nothing else bound yet
     from retro_atari_kit.roms import ensure_rom
 
     info: RetroGame = retro_game(game)
-    cfg = validate_retro_kwargs(game, kwargs)  # bad kwargs and missing ROMs raise here, in this process
+    cfg = validate_retro_kwargs(game, options)  # bad kwargs and missing ROMs raise here, in this process
     if cfg["render_mode"] == "human":
         check_window(info.env_id)  # no pygame or no display: one line, before the emulator starts
-        return with_window(make_retro_env(game, **without_window(kwargs)), info.env_id)
+        return with_window(make_retro_env(game, **without_window(options)), info.env_id)
     ensure_rom(info)
     if not _emulator_free():
-        return _in_worker(game, kwargs, info.env_id)
+        return _in_worker(game, options, info.env_id)
 
     import stable_retro
 
@@ -168,7 +240,7 @@ def make_retro_env(game: str, **kwargs: Any) -> gym.Env:
         )
     except RuntimeError as exc:
         if "multiple emulator" in str(exc):  # an emulator created outside retro-atari-kit holds the process
-            return _in_worker(game, kwargs, info.env_id)
+            return _in_worker(game, options, info.env_id)
         raise
     _live_env = weakref.ref(retro_env)
     # stable-retro declares its fps under the pre-gymnasium key only; checkers of the bare emulator
