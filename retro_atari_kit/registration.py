@@ -90,19 +90,24 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     return gym.make(dataclasses.replace(spec, kwargs={**spec.kwargs, **kwargs}))
 
 
-def probe_env(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gym.Space]:
-    """Build one env to validate the ID, its kwargs and ROM presence; returns (observation, action) spaces.
+def open_env(env_id: str, env_kwargs: dict[str, Any]) -> gym.Env:
+    """Build one env to validate the ID, its kwargs and ROM presence; the caller closes it.
 
     Any problem is a RunError with the env's own one-line message (unknown kwarg, missing ROM, ...).
     """
     check_env_id(env_id)
     try:
-        env = make_env(env_id, **env_kwargs)
+        return make_env(env_id, **env_kwargs)
     except (ValueError, TypeError, FileNotFoundError, KeyError, RuntimeError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         # the env's own messages often start with the ID (a missing ROM): name it once
         msg = msg.removeprefix(f"{env_id}: ")
         raise RunError(f"cannot make {env_id}: {msg}") from exc
+
+
+def probe_env(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gym.Space]:
+    """:func:`open_env`, closed again: the (observation, action) spaces of the env ``env_kwargs`` make."""
+    env = open_env(env_id, env_kwargs)
     try:
         return env.observation_space, env.action_space
     finally:

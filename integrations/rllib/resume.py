@@ -1,6 +1,7 @@
-"""What ``--resume`` of an RLlib run checks before anything is written: its ``config.yaml`` (it may have been
-edited by hand; its settings get the checks of a new run's, :mod:`.checks`) and that the newest checkpoint was
-written by the config's algorithm, for the config's env, with the config's network.
+"""RLlib's part of the run layer's resume check (``retro_atari_kit.runs.resume``): its own fields of an
+(edited) ``config.yaml`` (its settings get the checks of a new run's, :mod:`.checks`), what a checkpoint's
+``policy.pt`` holds, and that it holds the config's network. The run layer checks the common fields, the
+algorithm and the env's spaces.
 
 Nothing here starts Ray; reading ``policy.pt`` needs torch only. :func:`restore` loads RLlib's state into a
 built algorithm (Ray running).
@@ -16,13 +17,8 @@ from retro_atari_kit.integrations.rllib.policy import POLICY_FILE, read_policy_f
 
 from retro_atari_kit.runs import RunError, check_config_fields, config_field_error
 
-# integer fields of an RLlib run's config.yaml, with their least allowed value (None: any)
-_INT_FIELDS = {"timesteps": 1, "seed": None, "checkpoint_every": 0}
-
 __all__ = [
-    "check_checkpoint_algo",
     "check_checkpoint_network",
-    "check_checkpoint_spaces",
     "check_resumed_config",
     "checkpoint_payload",
     "restore",
@@ -30,29 +26,19 @@ __all__ = [
 
 
 def check_resumed_config(config: dict[str, Any], path: str) -> dict[str, Any]:
-    """RunError naming the field of ``config`` (read from ``path``) that cannot be resumed; returns the
-    ``model_config`` of the module the config builds (network, encoder kwargs, DQN's dueling)."""
+    """RunError naming the field of ``config`` (read from ``path``) that cannot be resumed, of RLlib's own
+    (the run layer has checked the common ones); returns the ``model_config`` of the module the config
+    builds (network, encoder kwargs, DQN's dueling)."""
     from retro_atari_kit.integrations.rllib.checks import check_settings, quiet_rllib
-
-    from retro_atari_kit.models import check_network
-    from retro_atari_kit.registration import check_env_id
 
     def bad(field: str, why: str) -> RunError:
         return config_field_error(path, field, why)
 
-    check_config_fields(config, path, ("algo", "env_id", "network", "hyperparameters"), _INT_FIELDS)
+    check_config_fields(config, path, ("hyperparameters",), {})
     if config["algo"] not in ALGOS:
         raise bad(
             "algo", f"unknown algo {config['algo']!r} for --engine rllib; choose one of {', '.join(ALGOS)}"
         )
-    try:
-        check_env_id(str(config["env_id"]))
-    except RunError as exc:
-        raise bad("env_id", str(exc)) from None
-    try:
-        check_network(config["network"])
-    except RunError as exc:
-        raise bad("network", str(exc)) from None
     for field in ("hyperparameters", "env_kwargs", "rllib"):
         if config.get(field) is not None and not isinstance(config[field], dict):
             raise bad(field, f"{type(config[field]).__name__} instead of a mapping")
@@ -86,28 +72,6 @@ def checkpoint_payload(checkpoint: str) -> dict[str, Any]:
             "the previous one"
         ) from None
     return payload
-
-
-def check_checkpoint_algo(checkpoint: str, payload: dict[str, Any], algo: Any) -> None:
-    """RunError unless ``checkpoint`` was written by ``algo`` (config.yaml's algorithm)."""
-    if payload["algo"] != algo:
-        raise RunError(
-            f"config.yaml says algo {algo!r} but {checkpoint} is a {payload['algo']} checkpoint; "
-            f"put algo: {payload['algo']} back in config.yaml"
-        )
-
-
-def check_checkpoint_spaces(
-    checkpoint: str, payload: dict[str, Any], spaces: tuple[tuple[int, ...], int]
-) -> None:
-    """RunError unless ``checkpoint`` was trained on observations of shape ``spaces[0]`` with ``spaces[1]``
-    actions (what the config's env makes)."""
-    shape, actions = tuple(payload["obs_shape"]), int(payload["n_actions"])
-    if shape != tuple(spaces[0]) or actions != int(spaces[1]):
-        raise RunError(
-            f"{checkpoint} was trained on observations {shape} with {actions} actions, but config.yaml's env "
-            f"makes {tuple(spaces[0])} with {spaces[1]}; restore env_id / env_kwargs in config.yaml"
-        )
 
 
 def check_checkpoint_network(checkpoint: str, payload: dict[str, Any], model_config: dict[str, Any]) -> None:

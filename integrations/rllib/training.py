@@ -23,44 +23,25 @@ from retro_atari_kit.integrations.rllib.checkpoints import (
     run_steps,
     save_checkpoint,
 )
-from retro_atari_kit.integrations.rllib.hyperparams import ALGOS, get_preset, with_overrides
-from retro_atari_kit.integrations.rllib.policy import (
-    POLICY_FILE,
-    load_model,
-)
+from retro_atari_kit.integrations.rllib.policy import POLICY_FILE, load_model
+from retro_atari_kit.integrations.rllib.rules import RULES, require_ray
 
 from retro_atari_kit.models.threads import learner_threads
 from retro_atari_kit.processes import stop_signals_blocked
+from retro_atari_kit.registration import probe_env
 from retro_atari_kit.runs import (
-    CONFIG_FILE,
-    ENGINE_OPTIONS,
     RunError,
     StopRequest,
     TrainSpec,
     begin_segment,
-    create_run_dir,
-    default_run_dir,
     final_model_path,
     list_checkpoints,
     merge_progress,
-    new_config,
-    open_for_resume,
     publish_final_model,
-    set_total_timesteps,
     training_session,
-    write_config,
 )
-from retro_atari_kit.runs.startup import (
-    check_backend,
-    check_device,
-    check_gpus,
-    finished_lines,
-    segment_seed,
-    stopped_lines,
-)
-
-ENGINE = "rllib"
-INSTALL = 'pip install "retro-atari-kit[rllib]"'
+from retro_atari_kit.runs.resume import prepare_resume as check_resume
+from retro_atari_kit.runs.startup import finished_lines, prepare_new_run, segment_seed, stopped_lines
 
 # the engine interface (export_model, latest_model and save_checkpoint live in .checkpoints)
 __all__ = [
@@ -75,126 +56,25 @@ __all__ = [
 ]
 
 
-def _require_ray() -> None:
-    try:
-        import ray.rllib  # noqa: F401
-    except ImportError as exc:
-        raise RunError(f"--engine rllib needs Ray RLlib, which is not installed ({exc}); {INSTALL}") from None
-
-
-def _probe(env_id: str, env_kwargs: dict[str, Any]) -> tuple[tuple[int, ...], int]:
-    """Make the env once here: validates the ID, kwargs and ROM; returns (obs shape, number of actions)."""
-    from retro_atari_kit.integrations.rllib.envs import worker_env_id
-
-    from retro_atari_kit.registration import make_env
-
-    kwargs = {k: v for k, v in env_kwargs.items() if k != "backend"}  # a vector-env kwarg only
-    try:
-        env = make_env(worker_env_id(env_id), **kwargs)
-    except RunError:
-        raise
-    except Exception as exc:  # noqa: BLE001  (bad kwargs, missing ROM: one line)
-        raise RunError(f"cannot make {env_id}: {str(exc).strip().splitlines()[0]}") from None
-    try:
-        return tuple(env.observation_space.shape), int(env.action_space.n)
-    finally:
-        env.close()
-
-
 def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = print) -> tuple[dict, str]:
-    """Validate ``spec``, create the run dir and write its ``config.yaml``; returns ``(config, run_dir)``.
-
-    ``spec.engine_options`` may hold ``num_env_runners``, ``num_envs_per_env_runner``, ``address``
-    (``auto`` or ``HOST:PORT``; none: a local Ray on the local CPUs) and ``num_gpus`` (learner GPUs).
-    """
-    _require_ray()
-    from retro_atari_kit.integrations.rllib.checks import check_settings
-
-    if spec.algo not in ALGOS:
-        raise RunError(f"unknown algo {spec.algo!r} for --engine rllib; choose one of {', '.join(ALGOS)}")
-    if spec.eval_every:
-        raise RunError(
-            "--eval-every is not available with --engine rllib; run `retrokit eval` on checkpoints"
-        )
-    if spec.save_replay_buffer:
-        raise RunError("--save-replay-buffer is not available with --engine rllib (RLlib checkpoints decide)")
-    # the run layer's engine-neutral checks (the CLI has run them all: check_new_run), repeated here for
-    # callers of this function; then RLlib's own: it places a learner on "a GPU", never on a given one
-    check_device(spec.device)
-    check_gpus(spec.engine_options.get("num_gpus"))
-    if ":" in spec.device:
-        raise RunError(f"--device {spec.device}: --engine rllib places its learner itself; use --device cuda")
-    check_backend(spec.env_id, spec.backend, spec.env_kwargs)
-    env_kwargs = dict(spec.env_kwargs)
-    if spec.backend != "auto":
-        env_kwargs["backend"] = spec.backend
-    obs_shape, _ = _probe(spec.env_id, env_kwargs)
-    options = dict(spec.engine_options)
-    unknown = set(options) - set(ENGINE_OPTIONS[ENGINE])
-    if unknown:
-        raise RunError(f"unknown RLlib option {sorted(unknown)[0]!r}")
-    hyper = with_overrides(get_preset(spec.algo, spec.preset), spec.overrides)
-    if spec.n_envs and not options.get("num_envs_per_env_runner"):
-        runners = max(int(options.get("num_env_runners") or 1), 1)
-        options["num_envs_per_env_runner"] = -(-int(spec.n_envs) // runners)
-    if options.get("num_envs_per_env_runner"):
-        hyper["num_envs_per_env_runner"] = int(options["num_envs_per_env_runner"])
-    # kinds, ranges, the module and RLlib's validate(), without Ray: a bad --set fails here, not in ray.init
-    check_settings(spec.algo, spec.env_id, spec.network, hyper, env_kwargs, options, spec.device, obs_shape)
-    config = new_config(
-        ENGINE,
-        spec.command,
-        algo=spec.algo,
-        env_id=spec.env_id,
-        network=spec.network,
-        preset=spec.preset,
-        seed=int(spec.seed),
-        timesteps=int(spec.timesteps),
-        device=spec.device,
-        env_kwargs=env_kwargs,
-        checkpoint_every=int(spec.checkpoint_every),
-        rllib={
-            "num_env_runners": options.get("num_env_runners"),
-            "address": options.get("address"),
-            "num_gpus": options.get("num_gpus"),
-        },
-        hyperparameters=hyper,
-    )
-    from retro_atari_kit.integrations.rllib.envs import check_address
-
-    check_address(options.get("address"))  # before anything is written
-    run_dir = spec.run_dir or default_run_dir(spec.env_id, spec.algo, spec.network, spec.seed)
-    create_run_dir(run_dir, force=force)
-    write_config(run_dir, config)
-    out(f"RLlib {spec.algo} on {spec.env_id} ({spec.network} CNN), {spec.timesteps} steps -> {run_dir}")
-    return config, run_dir
+    """Check a new run (the run layer's checks with RLlib's part, :mod:`.rules`; Ray is not started), then
+    create its run dir and ``config.yaml``; returns ``(config, run_dir)``."""
+    return prepare_new_run(spec, RULES, force, out)
 
 
 def prepare_resume(
     run_dir: str, timesteps: int | None = None, out: Callable[[str], None] = print
 ) -> tuple[dict, str, str]:
-    """The run's config (with a new total ``timesteps`` if given) and its newest complete checkpoint."""
-    config = open_for_resume(run_dir)
-    if config.get("engine") != ENGINE:
-        raise RunError(
-            f"{run_dir} was trained with --engine {config.get('engine')}; resume it with that engine"
-        )
-    _require_ray()
-    from retro_atari_kit.integrations.rllib import resume
+    """The run's config (with a new total ``timesteps`` if given) and its newest complete checkpoint, after
+    the run layer's one resume check with RLlib's part (``retro_atari_kit.runs.resume``)."""
+    return check_resume(run_dir, timesteps, RULES, out)
 
-    ckpts = [c for c in list_checkpoints(run_dir) if os.path.isfile(os.path.join(c[1], POLICY_FILE))]
-    if not ckpts:
-        raise RunError(f"{run_dir} has no checkpoint to resume from; start a new run with --force")
-    payload = resume.checkpoint_payload(ckpts[-1][1])  # every check before anything is written
-    if "algo" in config:  # first: the hyperparameters are checked against the algo
-        resume.check_checkpoint_algo(ckpts[-1][1], payload, config["algo"])
-    module = resume.check_resumed_config(config, os.path.join(run_dir, CONFIG_FILE))
-    spaces = _probe(config["env_id"], config.get("env_kwargs") or {})
-    resume.check_checkpoint_spaces(ckpts[-1][1], payload, spaces)
-    resume.check_checkpoint_network(ckpts[-1][1], payload, module)
-    set_total_timesteps(run_dir, config, timesteps, ckpts[-1][0])
-    out(f"resuming from {ckpts[-1][1]} ({ckpts[-1][0]} steps)")
-    return config, run_dir, ckpts[-1][1]
+
+def _spaces(config: dict[str, Any]) -> tuple[tuple[int, ...], int]:
+    """(observation shape, number of actions) of the config's env, recorded in every ``policy.pt``."""
+    env_kwargs = {k: v for k, v in (config.get("env_kwargs") or {}).items() if k != "backend"}
+    obs_space, action_space = probe_env(config["env_id"], env_kwargs)
+    return tuple(obs_space.shape), int(action_space.n)
 
 
 def _connect(config: dict[str, Any]) -> bool:
@@ -235,7 +115,7 @@ def train(
 
     Ctrl-C / SIGTERM stop after the current iteration, save a checkpoint and return normally.
     """
-    _require_ray()
+    require_ray()
     import ray
     from retro_atari_kit.integrations.rllib.checks import validate
     from retro_atari_kit.integrations.rllib.config import algo_config
@@ -251,7 +131,7 @@ def train(
             start = next((s for s, p in list_checkpoints(run_dir) if p == resume_from), 0)
             saved_at = os.path.getmtime(os.path.join(resume_from, POLICY_FILE))
             segment = begin_segment(run_dir, start, saved_at, out)
-        spaces = _probe(config["env_id"], config.get("env_kwargs") or {})
+        spaces = _spaces(config)
         try:
             started = _connect(config)
         except SystemExit as exc:  # ray.init turns SIGTERM into sys.exit(SIGTERM) while it starts Ray

@@ -1,7 +1,8 @@
 """Which training engine serves a run: ``sb3`` (default) or ``rllib``, loaded only when a command needs it.
 
-Every new run goes through :func:`prepare_new_run`: the run layer's engine-neutral start-up checks
-(``retro_atari_kit.runs.startup``), then the engine's own ``prepare``, so no engine can skip them.
+An engine's ``prepare`` and ``prepare_resume`` are the run layer's one new-run and one resume check
+(``retro_atari_kit.runs.startup.prepare_new_run``, ``runs.resume.prepare_resume``) given the engine's
+``EngineRules``, so no engine can skip them.
 
 An engine module provides ``prepare(spec, force)``, ``prepare_resume(run_dir, timesteps)``,
 ``train(config, run_dir, resume_from)``, ``load_model(path, device=..., algo=...)`` (an object with SB3's
@@ -36,14 +37,11 @@ def engine(name: str) -> ModuleType:
 
 
 def prepare_new_run(spec: TrainSpec, force: bool) -> tuple[ModuleType, dict, str]:
-    """Check ``spec`` (engine-neutral checks first, then the engine's), create its run dir and config.
+    """Check ``spec`` and create its run dir and config with the engine it names.
 
     Returns ``(engine module, config, run_dir)``; any user error is one CliError line, nothing written.
     """
-    from retro_atari_kit.runs.startup import check_new_run
-
     backend = engine(spec.engine)
     with user_errors():
-        spec.run_dir, _, _ = check_new_run(spec, force)
         config, run_dir = backend.prepare(spec, force=force)
     return backend, config, run_dir

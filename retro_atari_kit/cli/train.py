@@ -191,10 +191,6 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
             name = load_config(args.resume)["engine"] if os.path.isdir(args.resume) else "sb3"
             if os.path.isdir(args.resume):  # a kit run: lock it before anything of it is read or written,
                 held.enter_context(RunLock(args.resume))  # so of two resumes exactly one goes on
-                from retro_atari_kit.runs.checkpoints import discard_unfinished_writes
-
-                for note in discard_unfinished_writes(args.resume):  # left by a trainer killed mid-save
-                    print(note)
         backend = engine(name)
         with user_errors():
             config, run_dir, checkpoint = backend.prepare_resume(args.resume, timesteps=total)

@@ -6,9 +6,9 @@ copy, written atomically: no hard link or symlink, so one damaged write (or a da
 takes both, and deleting ``checkpoints/`` keeps the final model.
 
 A trainer killed while saving (SIGKILL, the OOM killer, a power loss) leaves a temporary of the atomic write,
-or after a power loss possibly a named zip that was never completed; :func:`discard_unfinished_writes`
-removes both before a resume, which then starts from the newest complete checkpoint. A file the kit did not
-write (not a zip at all) is never removed: the engine names it.
+or after a power loss possibly a named zip that was never completed: :func:`unfinished_writes` finds both, a
+resume starts from the newest complete checkpoint and removes them once all its checks have passed. A file
+the kit did not write (not a zip at all) is never removed: the engine names it.
 """
 
 from __future__ import annotations
@@ -86,41 +86,51 @@ def _cut_short(path: str) -> bool:
     return start in (b"", b"PK\x03\x04") and not _complete_zip(path)
 
 
-def discard_unfinished_writes(run_dir: str) -> list[str]:
-    """Remove what writes cut short left in ``run_dir`` and its ``checkpoints/``; one line per removal.
+def unfinished_writes(run_dir: str) -> list[tuple[str, str]]:
+    """What writes cut short left in ``run_dir`` and its ``checkpoints/``, as ``(path, why)``; reads only.
 
     - temporaries of atomic writes (``.model_<steps>_steps.tmp-<pid>.zip``, RLlib's ``....tmp-<pid>/``)
       of a process that no longer writes: a trainer killed while saving;
     - ``.zip`` checkpoints newer than the newest complete one whose write was cut short (empty, or a zip
       archive without its end: a power loss before the data reached the disk, a copy cut short): a resume
       starts from the newest complete one instead of failing. With no complete zip checkpoint at all, or
-      with a newer file that is no zip (not the kit's), nothing named is removed.
+      with a newer file that is no zip (not the kit's), nothing named is listed.
 
-    Does nothing while another live process holds the run's lock (its writes may be under way); call it
-    holding the lock, before the run's checkpoints are read.
+    Empty while another live process holds the run's lock (its writes may be under way).
     """
     if lock_owner(run_dir) is not None:
         return []
-    notes: list[str] = []
-
-    def remove(path: str, why: str) -> None:
-        try:
-            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-            notes.append(f"removed {path}: {why}")
-        except OSError as exc:
-            notes.append(f"could not remove {path} ({exc.strerror}): {why}; delete it by hand")
-
-    for directory in (run_dir, os.path.join(run_dir, CHECKPOINT_DIR)):
-        for path in leftover_temporaries(directory):
-            remove(path, "a write cut short (its process was killed while saving)")
+    found = [
+        (path, "a write cut short (its process was killed while saving)")
+        for directory in (run_dir, os.path.join(run_dir, CHECKPOINT_DIR))
+        for path in leftover_temporaries(directory)
+    ]
     zips = [path for _, path in list_checkpoints(run_dir) if os.path.isfile(path) and path.endswith(".zip")]
     cut = []
     for path in reversed(zips):  # newest first: only those newer than the newest complete one are read
         if _complete_zip(path):
-            for name in cut:
-                remove(name, f"not a complete zip archive (a write cut short); the newest complete is {path}")
+            why = f"not a complete zip archive (a write cut short); the newest complete is {path}"
+            found += [(name, why) for name in cut]
             break
         if not _cut_short(path):
             break  # a file the kit did not write: left for the engine to name
         cut.append(path)
+    return found
+
+
+def discard_unfinished_writes(run_dir: str, found: list[tuple[str, str]] | None = None) -> list[str]:
+    """Remove :func:`unfinished_writes` of ``run_dir`` (or the ``found`` list of them); one line per removal.
+
+    A resume calls it holding the run's lock, after every check of the resume has passed, so a refused
+    resume leaves the run dir as it was.
+    """
+    notes: list[str] = []
+    for path, why in unfinished_writes(run_dir) if found is None else found:
+        try:
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+            notes.append(f"removed {path}: {why}")
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            notes.append(f"could not remove {path} ({exc.strerror}): {why}; delete it by hand")
     return notes

@@ -1,22 +1,33 @@
 """What every training engine checks before a run dir is written, and the lines a run prints when it ends.
 
-The CLI runs :func:`check_new_run` before it hands a request to any engine (``cli/engines.py``), so each
-engine, present or future, gets the same env probe, device, backend, hyperparameter-range and run-dir checks,
-with the same one-line messages; engines add only what is theirs (their algorithms, their option names).
-Nothing here writes a file; whether a CUDA device exists is asked of ``retro_atari_kit.models``.
+Every engine's new run goes through :func:`prepare_new_run` (its resume through ``resume.prepare_resume``),
+so each engine, present or future, gets the same env, device, backend, hyperparameter-range and run-dir
+checks with the same one-line messages, the env built once; engines add only what is theirs through their
+:class:`~retro_atari_kit.runs.engine.EngineRules`. Whether a CUDA device exists is asked of
+``retro_atari_kit.models``.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 
 from retro_atari_kit.errors import RunError
 from retro_atari_kit.presets.ranges import check_ranges
-from retro_atari_kit.runs.layout import ENGINES, check_new_run_dir, default_run_dir
+from retro_atari_kit.runs.engine import EngineRules
+from retro_atari_kit.runs.layout import (
+    ENGINES,
+    check_new_run_dir,
+    create_run_dir,
+    default_run_dir,
+    write_config,
+)
 from retro_atari_kit.runs.spec import TrainSpec
+
+Print = Callable[[str], None]
 
 DEVICES = ("auto", "cpu", "cuda")
 # A resumed segment seeds its envs ``seed + SEGMENT_SEED_STRIDE * segment``: fresh env randomness after a
@@ -29,9 +40,10 @@ __all__ = [
     "check_device",
     "check_gpus",
     "check_network",
-    "check_new_run",
     "check_run_dir",
+    "check_spec",
     "finished_lines",
+    "prepare_new_run",
     "segment_seed",
     "stopped_lines",
 ]
@@ -111,13 +123,11 @@ def check_run_dir(run_dir: str, force: bool) -> None:
         raise RunError(f"cannot create run dir {run_dir}: {parent} is not writable; pass another --run-dir")
 
 
-def check_new_run(spec: TrainSpec, force: bool = False) -> tuple[str, gym.Space, gym.Space]:
-    """Every engine-neutral check of a new run, nothing written: the engine, env ID, network, device, GPUs,
-    counts, ``--set`` value ranges, the env itself (built once: kwargs, ROM), the backend and the run dir.
-
-    Returns ``(run_dir, observation_space, action_space)``; ``run_dir`` is ``spec.run_dir`` or the default.
-    """
-    from retro_atari_kit.registration import check_env_id, probe_env
+def check_spec(spec: TrainSpec, force: bool = False) -> str:
+    """The engine-neutral checks of a new run's ``spec`` that need no env: engine, env ID, network, device,
+    GPUs, counts, ``--set`` value ranges and the run dir. Returns the run dir (``spec.run_dir`` or the
+    default). Nothing is built or written."""
+    from retro_atari_kit.registration import check_env_id
 
     if spec.engine not in ENGINES:
         raise RunError(f"unknown engine {spec.engine!r}; choose one of {', '.join(ENGINES)}")
@@ -135,11 +145,38 @@ def check_new_run(spec: TrainSpec, force: bool = False) -> tuple[str, gym.Space,
             f"--env-kwarg backend={spec.env_kwargs['backend']}: the vector backend is not an env kwarg; "
             f"use --backend {spec.env_kwargs['backend']}"
         )
-    obs_space, action_space = probe_env(spec.env_id, spec.env_kwargs)
-    check_backend(spec.env_id, spec.backend, spec.env_kwargs)
     run_dir = spec.run_dir or default_run_dir(spec.env_id, spec.algo, spec.network, spec.seed)
     check_run_dir(run_dir, force)
-    return run_dir, obs_space, action_space
+    return run_dir
+
+
+def prepare_new_run(
+    spec: TrainSpec, rules: EngineRules, force: bool = False, out: Print = print
+) -> tuple[dict[str, Any], str]:
+    """Check a new run once for every engine, then create its run dir and ``config.yaml``.
+
+    :func:`check_spec`, the engine's config (``rules.resolve``), the env that config makes (built once, here:
+    kwargs, ROM), the vector backend, and the engine's checks on that env (``rules.check_env``: the model
+    builds, memory). Nothing is written before all of them passed. Returns ``(config, run_dir)``.
+    """
+    from retro_atari_kit.registration import open_env
+
+    if spec.engine != rules.name:
+        raise RunError(f"a run of --engine {spec.engine} cannot be prepared by the {rules.name} engine")
+    run_dir = check_spec(spec, force)
+    config = rules.resolve(spec)
+    env_kwargs = {k: v for k, v in config["env_kwargs"].items() if k != "backend"}
+    env = open_env(config["env_id"], env_kwargs)
+    try:
+        check_backend(config["env_id"], spec.backend, env_kwargs)
+        lines = rules.check_env(config, env, force)
+    finally:
+        env.close()
+    for line in [*rules.describe(config, run_dir), *lines]:
+        out(line)
+    create_run_dir(run_dir, force)
+    write_config(run_dir, config)
+    return config, run_dir
 
 
 def segment_seed(seed: int, segment: int) -> int:

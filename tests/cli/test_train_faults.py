@@ -186,8 +186,8 @@ def test_resume_and_force_ignore_a_lock_file_naming_an_unrelated_process(tiny_ru
 @pytest.mark.parametrize(
     "old, new, needles",
     [
-        ("algo: ppo", "algo: dqn", ["algo 'dqn'", "model_64_steps.zip is a ppo model", "algo: ppo"]),
-        ("algo: ppo", "algo: a2c", ["algo 'a2c'", "is a ppo model"]),
+        ("algo: ppo", "algo: dqn", ["algo 'dqn'", "model_64_steps.zip is a ppo checkpoint", "algo: ppo"]),
+        ("algo: ppo", "algo: a2c", ["algo 'a2c'", "is a ppo checkpoint"]),
         ("n_envs: 1\n", "n_envs: abc\n", ["config.yaml: n_envs: 'abc' is not an integer"]),
         ("env_id: RetroKit/Pong-v0", "env_id: RetroKit/Pongg-v0", ["config.yaml: env_id: unknown env"]),
         ("hyperparams:", "hyperparameters_of_old:", ["config.yaml: hyperparams: missing"]),

@@ -3,8 +3,9 @@
 - ``config``: preset + overrides -> the run's config; every validation that can fail on user input
 - ``memory``: RAM / VRAM estimate checked before training
 - ``models``: SB3 model files: atomic checkpoints, the final model, loading, small exports
+- ``rules``: SB3's part of the run layer's one new-run and one resume check (``runs.engine.EngineRules``)
 - ``callbacks``: stop on a signal, checkpoints, progress bar, periodic evaluation
-- ``run``: prepare a new run or a resume, and train
+- ``run``: prepare a new run or a resume (the run layer's checks with SB3's rules), and train
 
 The run directory itself (config file, lock, monitor CSVs, progress merging) is ``retro_atari_kit.runs``.
 The engine interface the CLI calls: ``prepare``, ``prepare_resume``, ``train``, ``load_model``,

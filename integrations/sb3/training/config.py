@@ -13,12 +13,13 @@ import typing
 import warnings
 from typing import Any
 
+import gymnasium as gym
 from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class, constructor_params
 from retro_atari_kit.integrations.sb3.presets import allowed_keys, to_sb3_kwargs
 
 from retro_atari_kit.models import check_network
 from retro_atari_kit.presets import PresetError, apply_overrides, get_preset
-from retro_atari_kit.registration import check_env_id, make_env
+from retro_atari_kit.registration import check_env_id
 from retro_atari_kit.runs import RunError, TrainSpec, check_config_fields, config_field_error, new_config
 from retro_atari_kit.runs.startup import check_device
 from retro_atari_kit.vector import BACKENDS
@@ -157,68 +158,52 @@ def algo_kwargs(config: dict[str, Any]) -> dict[str, Any]:
         raise RunError(f"--set {exc}") from None
 
 
-def check_model_builds(config: dict[str, Any]) -> None:
-    """Build the SB3 model once on a single env, so a bad ``--set`` value (a wrong shape, an option the
-    algorithm rejects) is one clear RunError before any file of the run is written."""
+def check_model_builds(config: dict[str, Any], env: gym.Env) -> None:
+    """Build the SB3 model once on ``env`` (the run layer's one env of the config; left open), so a bad
+    ``--set`` value (a wrong shape, an option the algorithm rejects) is one clear RunError before any file of
+    the run is written."""
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     kwargs = algo_kwargs(config)
     policy = kwargs.pop("policy")
     if "buffer_size" in kwargs:
         kwargs["buffer_size"] = min(int(kwargs["buffer_size"]), 1_000)  # the probe needs no real replay
-    venv = DummyVecEnv([lambda: make_env(config["env_id"], **config["env_kwargs"])])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. PPO's batch-size note for one env
-            algo_class(config["algo"])(policy, venv, device="cpu", verbose=0, **kwargs)
+            algo_class(config["algo"])(policy, DummyVecEnv([lambda: env]), device="cpu", verbose=0, **kwargs)
     except (TypeError, ValueError, KeyError, AssertionError, RuntimeError) as exc:
         msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         raise RunError(
             f"cannot build {config['algo']} with these hyperparameters: {msg}; check the --set values "
             "(see docs/cli.md)"
         ) from exc
-    finally:
-        venv.close()
 
 
-# Fields of an SB3 run's config.yaml that must be integers, with their least allowed value (None: any)
-_INT_FIELDS = {
-    "timesteps": 1,
-    "n_envs": 1,
-    "seed": None,
-    "eval_every": 0,
-    "eval_episodes": 1,
-    "checkpoint_every": 0,
-}
+# SB3's own integer fields of a run's config.yaml, with their least allowed value (the run layer checks the
+# common ones: runs.resume.INT_FIELDS)
+_INT_FIELDS = {"n_envs": 1, "eval_every": 0, "eval_episodes": 1}
 
 
 def check_resumed_config(config: dict[str, Any], path: str) -> None:
-    """RunError naming the field when a run's ``config.yaml`` (``path``; edited by hand, or from another
-    version) cannot be resumed: a missing field, a wrong type, an unknown algo, env, network, device,
-    backend, or hyperparameter. Reads only; nothing is written."""
+    """RunError naming the field when SB3's own fields of a run's ``config.yaml`` (``path``; edited by hand,
+    or from another version) cannot be resumed: a missing field, a wrong type, an unknown algo or
+    hyperparameter. The run layer checks the common fields (``runs.resume.check_common_config``)."""
 
     def bad(field: str, why: str) -> RunError:
         return config_field_error(path, field, why)
 
-    required = ("algo", "env_id", "network", "device", "env_kwargs", "hyperparams")
+    required = ("device", "env_kwargs", "hyperparams")
     check_config_fields(config, path, required, _INT_FIELDS)
     for field in ("env_kwargs", "hyperparams"):
         if not isinstance(config[field], dict):
             raise bad(field, f"{type(config[field]).__name__} instead of a mapping")
     if not isinstance(config.get("save_replay_buffer", False), bool):
         raise bad("save_replay_buffer", f"{config['save_replay_buffer']!r} is not true or false")
-    checks = (
-        ("algo", lambda: algo_class(config["algo"])),
-        ("env_id", lambda: check_env_id(str(config["env_id"]))),
-        ("network", lambda: check_network(config["network"])),
-        ("device", lambda: check_device(str(config["device"]))),
-        ("backend", lambda: _check_backend(config.get("backend", "auto"))),
-    )
-    for field, check in checks:
-        try:
-            check()
-        except RunError as exc:
-            raise bad(field, str(exc)) from None
+    try:
+        algo_class(config["algo"])
+    except RunError as exc:
+        raise bad("algo", str(exc)) from None
     algo = str(config["algo"]).lower()
     allowed = allowed_keys(algo, {})
     for key in config["hyperparams"]:
@@ -229,8 +214,3 @@ def check_resumed_config(config: dict[str, Any], path: str) -> None:
         algo_kwargs(config)
     except RunError as exc:
         raise bad("hyperparams", str(exc).removeprefix("--set ")) from None
-
-
-def _check_backend(backend: Any) -> None:
-    if backend not in BACKENDS:
-        raise RunError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -97,40 +97,6 @@ def checkpoint_algo(data: dict[str, Any]) -> str | None:
     return None if best is None else best[1]
 
 
-def _space_summary(space: dict[str, Any]) -> str:
-    if "n" in space:
-        return f"{space['n']} actions"
-    return f"{tuple(space.get('_shape') or ())} {space.get('dtype')}"
-
-
-def check_checkpoint_algo(path: str, data: dict[str, Any], algo: Any) -> None:
-    """RunError when the checkpoint at ``path`` was not written by ``algo`` (config.yaml's algorithm)."""
-    found = checkpoint_algo(data)
-    if found != algo:
-        wrote = f"a {found} model" if found else "not a model of any algorithm here"
-        raise RunError(
-            f"config.yaml says algo {algo!r} but {path} is {wrote}; "
-            + (f"put algo: {found} back in config.yaml" if found else "start a new run")
-        )
-
-
-def check_checkpoint_spaces(path: str, data: dict[str, Any], obs_space: Any, action_space: Any) -> None:
-    """RunError when the checkpoint at ``path`` was trained on other observations or actions than the env
-    of the run's config makes (e.g. edited ``env_id`` / ``env_kwargs``)."""
-    obs, act = data.get("observation_space") or {}, data.get("action_space") or {}
-    expected = {"_shape": list(obs_space.shape), "dtype": str(obs_space.dtype)}
-    if [list(obs.get("_shape") or []), obs.get("dtype")] != [expected["_shape"], expected["dtype"]]:
-        raise RunError(
-            f"{path} was trained on observations {_space_summary(obs)}, but config.yaml's env makes "
-            f"{_space_summary(expected)}; restore env_id / env_kwargs in config.yaml"
-        )
-    if "n" in act and str(act["n"]) != str(getattr(action_space, "n", None)):
-        raise RunError(
-            f"{path} was trained with {act['n']} actions, but config.yaml's env has "
-            f"{getattr(action_space, 'n', '?')}; restore env_id / env_kwargs in config.yaml"
-        )
-
-
 def newest_readable_checkpoint(run_dir: str) -> tuple[int, str] | None:
     """``(steps, path)`` of the newest checkpoint whose zip can be read, or None."""
     for steps, path in reversed(list_checkpoints(run_dir)):
@@ -163,9 +129,17 @@ def latest_model(run_dir: str) -> tuple[str, int]:
 
 
 def load_model(
-    path: str, env: Any = None, device: str = "auto", algo: str | None = None, cls: type | None = None
+    path: str,
+    env: Any = None,
+    device: str = "auto",
+    algo: str | None = None,
+    cls: type | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> Any:
-    """Load an SB3 zip with the class recorded in its run's config, or ``cls`` (RunError if unreadable)."""
+    """Load an SB3 zip with the class recorded in its run's config, or ``cls`` (RunError if unreadable).
+
+    ``overrides`` are constructor arguments that replace the stored ones (SB3's ``load(**kwargs)``), e.g.
+    the hyperparameters of a resumed run's config.yaml."""
     if algo is None:
         run = find_run_dir(path)
         algo = load_config(run)["algo"] if run else None
@@ -174,7 +148,7 @@ def load_model(
     last: Exception | None = None
     for name in [algo] if algo else available_algos():
         try:
-            model = (cls or algo_class(name)).load(path, env=env, device=device)
+            model = (cls or algo_class(name)).load(path, env=env, device=device, **(overrides or {}))
         except Exception as exc:  # noqa: BLE001 - report the cause in one line
             last = exc
         else:

@@ -1,7 +1,9 @@
-"""A ``retrokit train`` run on SB3: prepare (validate everything, then create the run dir), train, resume.
+"""A ``retrokit train`` run on SB3: prepare, resume, train.
 
-The run directory (layout, config, lock, checkpoints' names, monitor CSVs, progress merging) is the core's
-``retro_atari_kit.runs``; this module only adds what is SB3's: the model, its logger and callbacks.
+The checks of a new run and of a resume are the run layer's (``runs.startup``, ``runs.resume``), SB3's part
+in :mod:`.rules`. The run directory (layout, config, lock, checkpoints' names, monitor CSVs, progress
+merging) is the core's ``retro_atari_kit.runs``; this module adds what is SB3's: the model, its logger and
+callbacks.
 """
 
 from __future__ import annotations
@@ -10,56 +12,32 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
-import yaml
 from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class
 from retro_atari_kit.integrations.sb3.training.callbacks import training_callbacks
-from retro_atari_kit.integrations.sb3.training.config import (
-    algo_kwargs,
-    check_model_builds,
-    check_resumed_config,
-    resolve_config,
-)
-from retro_atari_kit.integrations.sb3.training.memory import (
-    check_memory,
-    estimate_memory,
-    estimate_vram,
-    format_bytes,
-)
+from retro_atari_kit.integrations.sb3.training.config import algo_kwargs
 from retro_atari_kit.integrations.sb3.training.models import (
     REPLAY_FILE,
-    check_checkpoint_algo,
-    check_checkpoint_spaces,
-    checkpoint_data,
     load_model,
     read_steps_of,
     save_checkpoint,
     save_final,
 )
+from retro_atari_kit.integrations.sb3.training.rules import RULES, load_hyperparams
 
-from retro_atari_kit.registration import probe_env
 from retro_atari_kit.runs import (
     CHECKPOINT_DIR,
-    CONFIG_FILE,
     RunError,
     StopRequest,
     TrainSpec,
     begin_segment,
-    check_new_run_dir,
-    create_run_dir,
-    default_run_dir,
-    list_checkpoints,
     merge_progress,
     monitor_dir,
-    open_for_resume,
     progress_path,
-    set_total_timesteps,
     training_session,
-    write_config,
 )
-from retro_atari_kit.runs.startup import finished_lines, segment_seed, stopped_lines
-from retro_atari_kit.vector import resolve_backend
+from retro_atari_kit.runs.resume import prepare_resume as check_resume
+from retro_atari_kit.runs.startup import finished_lines, prepare_new_run, segment_seed, stopped_lines
 
 Print = Callable[[str], None]
 
@@ -112,82 +90,15 @@ def precision_of(model: Any) -> str:
     )
 
 
-def describe(config: dict[str, Any], run_dir: str) -> str:
-    """The resolved configuration as printed before training."""
-    return f"run dir: {run_dir}\n{yaml.safe_dump(config, sort_keys=False).rstrip()}"
-
-
 def prepare(spec: TrainSpec, force: bool = False, out: Print = print) -> tuple[dict[str, Any], str]:
-    """Resolve and validate a new run (env, ROM, backend, hyperparameters, memory, run dir), then create
-    the run dir with its config. Nothing is written before every check passed."""
-    config = resolve_config(spec)
-    if config["save_replay_buffer"] and config["algo"] not in OFF_POLICY:  # it would be silently ignored
-        raise RunError(
-            f"--save-replay-buffer: {config['algo']} has no replay buffer "
-            f"({' and '.join(OFF_POLICY)} have one); drop it"
-        )
-    obs_space, _ = probe_env(config["env_id"], config["env_kwargs"])
-    game = gym.spec(config["env_id"]).kwargs["game"]
-    try:
-        resolve_backend(game, config["backend"], **config["env_kwargs"])
-    except ValueError as exc:
-        raise RunError(f"--backend {config['backend']}: {exc}") from None
-    check_model_builds(config)
-    est = estimate_memory(config, obs_space)
-    run_dir = spec.run_dir or default_run_dir(
-        config["env_id"], config["algo"], config["network"], config["seed"]
-    )
-    summary = check_memory(est, force)
-    check_new_run_dir(run_dir, force)
-    out(describe(config, run_dir))
-    if config.get("preset_n_envs") and config["preset_n_envs"] != config["n_envs"]:
-        out(
-            f"note: preset {config['preset']!r} was tuned with n_envs={config['preset_n_envs']}; "
-            f"using {config['n_envs']} (--n-envs {config['preset_n_envs']} to match)"
-        )
-    out(summary)
-    if config["device"].startswith("cuda") or (config["device"] == "auto" and _cuda_available()):
-        out(f"estimated VRAM ~{format_bytes(estimate_vram(est))}")
-    create_run_dir(run_dir, force)
-    write_config(run_dir, config)
-    return config, run_dir
-
-
-def _cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
+    """Check a new run (the run layer's checks with SB3's part), then create its run dir and config."""
+    return prepare_new_run(spec, RULES, force, out)
 
 
 def prepare_resume(run_dir: str, timesteps: int | None = None, out: Print = print) -> tuple[dict, str, str]:
-    """Validate a resume of ``run_dir``; returns (config, run_dir, checkpoint to start from).
-
-    Everything is checked before anything is written: every field of config.yaml (it may have been edited by
-    hand), the env it makes, and that the newest checkpoint was written by the config's algorithm for that
-    env. Only then does ``timesteps`` (a new total, never below the checkpoint's steps) go into config.yaml.
-    """
-    config = open_for_resume(run_dir)
-    checkpoints = list_checkpoints(run_dir)
-    if not checkpoints:
-        raise RunError(f"--resume {run_dir}: no checkpoint in {run_dir}/{CHECKPOINT_DIR}; start a new run")
-    steps, path = checkpoints[-1]
-    data = checkpoint_data(path)
-    if data is None:
-        raise RunError(f"cannot read checkpoint {path}; delete it to resume from the previous one")
-    if "algo" in config:  # first: the hyperparameters are checked against the algo
-        check_checkpoint_algo(path, data, config["algo"])
-    check_resumed_config(config, os.path.join(run_dir, CONFIG_FILE))
-    obs_space, action_space = probe_env(config["env_id"], config["env_kwargs"])
-    check_checkpoint_spaces(path, data, obs_space, action_space)
-    game = gym.spec(config["env_id"]).kwargs["game"]
-    try:
-        resolve_backend(game, config.get("backend", "auto"), **config["env_kwargs"])
-    except ValueError as exc:
-        raise RunError(f"{run_dir}/{CONFIG_FILE}: backend: {exc}") from None
-    set_total_timesteps(run_dir, config, timesteps, steps)
-    out(describe(config, run_dir))
-    out(f"resuming from {path} ({steps} steps)")
-    return config, run_dir, path
+    """Check a resume of ``run_dir`` (the run layer's one resume check, with SB3's part); returns (config,
+    run_dir, checkpoint to start from). See ``retro_atari_kit.runs.resume.prepare_resume``."""
+    return check_resume(run_dir, timesteps, RULES, out)
 
 
 def _build_model(
@@ -198,7 +109,10 @@ def _build_model(
         kwargs = algo_kwargs(config)
         policy = kwargs.pop("policy")
         return cls(policy, venv, seed=config["seed"], device=config["device"], verbose=0, **kwargs)
-    model = load_model(resume_from, env=venv, device=config["device"], algo=algo, cls=cls)
+    # config.yaml's hyperparameters win over the checkpoint's: an edit made before --resume is honoured
+    model = load_model(
+        resume_from, env=venv, device=config["device"], algo=algo, cls=cls, overrides=load_hyperparams(config)
+    )
     replay = os.path.join(run_dir, CHECKPOINT_DIR, REPLAY_FILE)
     if algo in OFF_POLICY and os.path.exists(replay):
         model.load_replay_buffer(replay)

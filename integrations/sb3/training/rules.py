@@ -1,0 +1,157 @@
+"""The SB3 engine's part of the run layer's checks (``retro_atari_kit.runs.engine.EngineRules``).
+
+The run layer runs every check of a new run and of a resume once, for every engine, and builds the env once
+(``runs.startup.prepare_new_run``, ``runs.resume.prepare_resume``); this module adds what only SB3 knows:
+its config, that the model builds on that env and fits in memory, what an SB3 zip holds, and whether an
+edited ``config.yaml`` can continue that zip. Every hyperparameter of an edited ``config.yaml`` is honoured
+on resume (``load_hyperparams``) except the policy's construction, which the checkpoint's weights fix: a
+change there is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from typing import Any
+
+import gymnasium as gym
+import yaml
+from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class
+from retro_atari_kit.integrations.sb3.training.config import (
+    algo_kwargs,
+    check_model_builds,
+    check_resumed_config,
+    resolve_config,
+)
+from retro_atari_kit.integrations.sb3.training.memory import (
+    check_memory,
+    estimate_memory,
+    estimate_vram,
+    format_bytes,
+)
+from retro_atari_kit.integrations.sb3.training.models import checkpoint_algo, checkpoint_data
+
+from retro_atari_kit.runs import RunError, TrainSpec, list_checkpoints
+from retro_atari_kit.runs.engine import EngineRules, SavedPolicy
+
+__all__ = ["RULES", "describe", "load_hyperparams"]
+
+
+def describe(config: dict[str, Any], run_dir: str) -> list[str]:
+    """The resolved configuration as printed before training (a new run and a resume)."""
+    return [f"run dir: {run_dir}\n{yaml.safe_dump(config, sort_keys=False).rstrip()}"]
+
+
+def _resolve(spec: TrainSpec) -> dict[str, Any]:
+    config = resolve_config(spec)
+    if config["save_replay_buffer"] and config["algo"] not in OFF_POLICY:  # it would be silently ignored
+        raise RunError(
+            f"--save-replay-buffer: {config['algo']} has no replay buffer "
+            f"({' and '.join(OFF_POLICY)} have one); drop it"
+        )
+    return config
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _check_env(config: dict[str, Any], env: gym.Env, force: bool) -> list[str]:
+    check_model_builds(config, env)
+    est = estimate_memory(config, env.observation_space)
+    lines = []
+    if config.get("preset_n_envs") and config["preset_n_envs"] != config["n_envs"]:
+        lines.append(
+            f"note: preset {config['preset']!r} was tuned with n_envs={config['preset_n_envs']}; "
+            f"using {config['n_envs']} (--n-envs {config['preset_n_envs']} to match)"
+        )
+    lines.append(check_memory(est, force))
+    if config["device"].startswith("cuda") or (config["device"] == "auto" and _cuda_available()):
+        lines.append(f"estimated VRAM ~{format_bytes(estimate_vram(est))}")
+    return lines
+
+
+def _read_checkpoint(path: str) -> SavedPolicy:
+    data = checkpoint_data(path)
+    if data is None:
+        raise RunError(f"cannot read checkpoint {path}; delete it to resume from the previous one")
+    obs, act = data.get("observation_space") or {}, data.get("action_space") or {}
+    return SavedPolicy(
+        algo=checkpoint_algo(data),
+        obs_shape=tuple(obs.get("_shape") or ()),
+        obs_dtype=obs.get("dtype"),
+        n_actions=int(act["n"]) if "n" in act else None,
+    )
+
+
+def _stored_policy(path: str) -> tuple[Any, Any]:
+    """(policy class, policy_kwargs) an SB3 zip stores, decoded as SB3's ``load`` decodes them."""
+    from stable_baselines3.common.save_util import json_to_data
+
+    with zipfile.ZipFile(path) as zf:
+        data = json_to_data(zf.read("data").decode())
+    kwargs = dict(data.get("policy_kwargs") or {})
+    kwargs.pop("device", None)  # SB3's load drops it too
+    return data.get("policy_class"), kwargs
+
+
+def _yaml(value: Any) -> str:
+    text = yaml.safe_dump(value, default_flow_style=True) if _plain(value) else repr(value)
+    return text.strip().removesuffix("...").strip()
+
+
+def _plain(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool | type(None)) or (
+        isinstance(value, list | dict)
+        and all(_plain(v) for v in (value.values() if isinstance(value, dict) else value))
+    )
+
+
+def _check_checkpoint(path: str, config: dict[str, Any], checked: Any) -> None:
+    """RunError when config.yaml's ``hyperparams.policy`` / ``policy_kwargs`` would build another network
+    than the one whose weights ``path`` holds (SB3 would fail mid-load, after the run dir was touched)."""
+    kwargs = algo_kwargs(config)
+    stored_class, stored_kwargs = _stored_policy(path)
+    policy = kwargs["policy"]
+    if isinstance(policy, str):
+        policy = algo_class(config["algo"]).policy_aliases.get(policy, policy)
+    if isinstance(stored_class, type) and policy is not stored_class:
+        raise RunError(
+            f"config.yaml: hyperparams.policy builds {getattr(policy, '__name__', policy)}, but {path} holds "
+            f"a {stored_class.__name__}; put the policy back in config.yaml (start a new run for another one)"
+        )
+    wanted = kwargs.get("policy_kwargs") or {}
+    for key in sorted(set(wanted) | set(stored_kwargs)):
+        if wanted.get(key) != stored_kwargs.get(key):
+            raise RunError(
+                f"config.yaml: hyperparams.policy_kwargs.{key} is {_yaml(wanted.get(key))} but {path} was "
+                f"built with {_yaml(stored_kwargs.get(key))}; put that back in config.yaml (the network's "
+                "construction cannot change on resume; start a new run for another one)"
+            )
+
+
+def load_hyperparams(config: dict[str, Any]) -> dict[str, Any]:
+    """What ``Algorithm.load`` gets on resume, so that config.yaml's hyperparameters win over those stored
+    in the checkpoint (an edit is honoured): every constructor argument but the policy's construction,
+    which :func:`_check_checkpoint` has found equal."""
+    kwargs = algo_kwargs(config)
+    for key in ("policy", "policy_kwargs"):
+        kwargs.pop(key, None)
+    return kwargs
+
+
+def _check_config(config: dict[str, Any], path: str) -> None:
+    check_resumed_config(config, path)
+
+
+RULES = EngineRules(
+    name="sb3",
+    resolve=_resolve,
+    check_env=_check_env,
+    checkpoints=list_checkpoints,
+    read_checkpoint=_read_checkpoint,
+    check_config=_check_config,
+    check_checkpoint=_check_checkpoint,
+    describe=describe,
+)

@@ -1,0 +1,144 @@
+"""The one resume check of every engine: ``retrokit train --resume RUN_DIR`` is :func:`prepare_resume`.
+
+Everything is checked before anything of the run dir is written or removed: the run is the kit's and not
+being trained, every field of its ``config.yaml`` (it may have been edited by hand), the env that config
+makes (built once), and that the newest complete checkpoint was written by the config's algorithm for that
+env (and, per engine, with that network). Only then are the leftovers of writes cut short removed and a new
+``--timesteps`` total recorded. Engines add their part through
+:class:`~retro_atari_kit.runs.engine.EngineRules`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from retro_atari_kit.errors import RunError
+from retro_atari_kit.runs.checkpoints import CHECKPOINT_DIR, discard_unfinished_writes, unfinished_writes
+from retro_atari_kit.runs.engine import EngineRules, SavedPolicy
+from retro_atari_kit.runs.layout import (
+    CONFIG_FILE,
+    check_config_fields,
+    config_field_error,
+    open_for_resume,
+    set_total_timesteps,
+)
+
+Print = Callable[[str], None]
+
+# fields every engine's config.yaml has, the integer ones with their least allowed value (None: any)
+REQUIRED_FIELDS = ("algo", "env_id", "network")
+INT_FIELDS: dict[str, int | None] = {"timesteps": 1, "seed": None, "checkpoint_every": 0}
+
+__all__ = ["INT_FIELDS", "REQUIRED_FIELDS", "check_common_config", "check_saved_policy", "prepare_resume"]
+
+
+def check_common_config(config: dict[str, Any], path: str) -> None:
+    """RunError naming the first field of ``config`` (read from ``path``) that no engine can resume: a missing
+    or mistyped common field, an unknown env ID, network, device or vector backend, ``env_kwargs`` that are
+    not a mapping. The engine checks its own fields after this."""
+    from retro_atari_kit.models import check_network
+    from retro_atari_kit.registration import check_env_id
+    from retro_atari_kit.runs.startup import check_device
+    from retro_atari_kit.vector import BACKENDS
+
+    check_config_fields(config, path, REQUIRED_FIELDS, INT_FIELDS)
+    if not isinstance(config.get("env_kwargs", {}), dict):
+        raise config_field_error(
+            path, "env_kwargs", f"{type(config['env_kwargs']).__name__} instead of a mapping"
+        )
+
+    def backend_known(backend: Any) -> None:
+        if backend not in BACKENDS:
+            raise RunError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+    checks = (
+        ("env_id", lambda: check_env_id(str(config["env_id"]))),
+        ("network", lambda: check_network(config["network"])),
+        ("device", lambda: check_device(str(config.get("device", "auto")))),
+        ("backend", lambda: backend_known(config.get("backend", "auto"))),
+    )
+    for field, check in checks:
+        try:
+            check()
+        except RunError as exc:
+            raise config_field_error(path, field, str(exc)) from None
+
+
+def check_saved_policy(checkpoint: str, saved: SavedPolicy, obs_space: Any, action_space: Any) -> None:
+    """RunError unless ``checkpoint`` was trained on the observations and actions of the config's env."""
+    shape, dtype = tuple(obs_space.shape), str(obs_space.dtype)
+    held = f"{tuple(saved.obs_shape)}" + (f" {saved.obs_dtype}" if saved.obs_dtype else "")
+    if tuple(saved.obs_shape) != shape or (saved.obs_dtype and saved.obs_dtype != dtype):
+        raise RunError(
+            f"{checkpoint} was trained on observations {held}, but config.yaml's env makes {shape} {dtype}; "
+            "restore env_id / env_kwargs in config.yaml"
+        )
+    actions = getattr(action_space, "n", None)
+    if saved.n_actions is not None and saved.n_actions != actions:
+        raise RunError(
+            f"{checkpoint} was trained with {saved.n_actions} actions, but config.yaml's env has {actions}; "
+            "restore env_id / env_kwargs in config.yaml"
+        )
+
+
+def _check_algo(checkpoint: str, saved: SavedPolicy, algo: Any) -> None:
+    if saved.algo != algo:
+        wrote = f"a {saved.algo} checkpoint" if saved.algo else "not a model of any algorithm here"
+        fix = f"put algo: {saved.algo} back in config.yaml" if saved.algo else "start a new run"
+        raise RunError(f"config.yaml says algo {algo!r} but {checkpoint} is {wrote}; {fix}")
+
+
+def prepare_resume(
+    run_dir: str, timesteps: int | None, rules: EngineRules, out: Print = print
+) -> tuple[dict[str, Any], str, str]:
+    """Check a resume of ``run_dir`` by the engine ``rules``; returns ``(config, run_dir, checkpoint)``.
+
+    Call it holding the run's lock (``RunLock``), as the CLI does. ``timesteps`` is a new total (never below
+    the checkpoint's steps) or None to keep the config's.
+    """
+    from retro_atari_kit.registration import open_env
+
+    config = open_for_resume(run_dir)
+    if config.get("engine") != rules.name:
+        raise RunError(
+            f"{run_dir} was trained with --engine {config.get('engine')}; resume it with that engine"
+        )
+    leftovers = unfinished_writes(run_dir)  # removed only once every check below has passed
+    cut = {path for path, _ in leftovers}
+    checkpoints = [c for c in rules.checkpoints(run_dir) if c[1] not in cut]
+    if not checkpoints:
+        raise RunError(f"--resume {run_dir}: no checkpoint in {run_dir}/{CHECKPOINT_DIR}; start a new run")
+    steps, checkpoint = checkpoints[-1]
+    saved = rules.read_checkpoint(checkpoint)
+    if "algo" in config:  # first: the rest of the config is checked against the algo
+        _check_algo(checkpoint, saved, config["algo"])
+    path = os.path.join(run_dir, CONFIG_FILE)
+    check_common_config(config, path)
+    checked = rules.check_config(config, path)
+    env_kwargs = {k: v for k, v in (config.get("env_kwargs") or {}).items() if k != "backend"}
+    env = open_env(config["env_id"], env_kwargs)
+    try:
+        check_saved_policy(checkpoint, saved, env.observation_space, env.action_space)
+        backend = config.get("backend") or (config.get("env_kwargs") or {}).get("backend", "auto")
+        _check_backend(config["env_id"], backend, env_kwargs, path)
+    finally:
+        env.close()
+    rules.check_checkpoint(checkpoint, config, checked)
+    for note in discard_unfinished_writes(run_dir, leftovers):
+        out(note)
+    set_total_timesteps(run_dir, config, timesteps, steps)
+    for line in rules.describe(config, run_dir):
+        out(line)
+    out(f"resuming from {checkpoint} ({steps} steps)")
+    return config, run_dir, checkpoint
+
+
+def _check_backend(env_id: str, backend: str, env_kwargs: dict[str, Any], path: str) -> None:
+    from retro_atari_kit.runs.startup import check_backend
+
+    try:
+        check_backend(env_id, backend, env_kwargs)
+    except RunError as exc:
+        raise config_field_error(path, "backend", str(exc)) from None

@@ -1,0 +1,148 @@
+"""The run layer's one new-run check and one resume check (issue 32): the env is built once before training,
+an edited ``config.yaml`` is honoured or refused (never ignored), and a refused resume changes nothing in the
+run dir, not even the leftovers of a write cut short. Real ALE envs, real SB3 PPO steps."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+import gymnasium as gym
+import pytest
+import yaml
+from retro_atari_kit.integrations.sb3.training import prepare, prepare_resume
+from retro_atari_kit.integrations.sb3.training.models import load_model
+from retro_atari_kit.integrations.sb3.training.rules import RULES, load_hyperparams
+
+from retro_atari_kit.cli import main
+from retro_atari_kit.runs import RunError, TrainSpec
+from retro_atari_kit.runs.resume import prepare_resume as run_layer_resume
+
+ENV = "RetroKit/Pong-v0"
+TINY = ["--n-envs", "1", "--set", "n_steps=32", "--set", "batch_size=32"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> str:
+    """A finished 64-step PPO run with checkpoints at 32 and 64 steps."""
+    run = str(tmp_path_factory.mktemp("checks") / "pong")
+    argv = ["train", "ppo", ENV, "--timesteps", "64", "--run-dir", run, *TINY, "--checkpoint-every", "32"]
+    assert main(argv) == 0
+    return run
+
+
+def _copy(run: str, tmp_path) -> str:
+    target = str(tmp_path / "run")
+    shutil.copytree(run, target)
+    return target
+
+
+def _snapshot(run: str) -> dict[str, bytes]:
+    files = {}
+    for path in glob.glob(os.path.join(run, "**"), recursive=True):
+        if os.path.isfile(path):
+            with open(path, "rb") as fh:
+                files[os.path.relpath(path, run)] = fh.read()
+    return files
+
+
+def _edit(run: str, change) -> None:
+    path = os.path.join(run, "config.yaml")
+    with open(path, encoding="utf-8") as fh:
+        config = yaml.safe_load(fh)
+    change(config)
+    with open(path, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(config, fh, sort_keys=False)
+
+
+class _CountingMake:
+    """Counts the envs gymnasium builds (the real ones are built: nothing is replaced)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.real = gym.make
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.real(*args, **kwargs)
+
+
+def test_new_run_builds_the_env_once_before_training(tmp_path, monkeypatch):
+    counter = _CountingMake()
+    monkeypatch.setattr(gym, "make", counter)
+    spec = TrainSpec(algo="ppo", env_id=ENV, run_dir=str(tmp_path / "r"), n_envs=1, timesteps=64)
+    config, run_dir = prepare(spec, out=lambda line: None)
+    assert counter.calls == 1  # the probe that checks kwargs and ROM; the model is checked on it
+    assert os.path.isfile(os.path.join(run_dir, "config.yaml")) and config["env_id"] == ENV
+
+
+def test_resume_builds_the_env_once_before_training(tiny_run, tmp_path, monkeypatch):
+    run = _copy(tiny_run, tmp_path)
+    counter = _CountingMake()
+    monkeypatch.setattr(gym, "make", counter)
+    prepare_resume(run, out=lambda line: None)
+    assert counter.calls == 1
+
+
+def test_a_new_run_refused_by_the_engine_writes_nothing(tmp_path):
+    spec = TrainSpec(algo="ppo", env_id=ENV, run_dir=str(tmp_path / "r"), n_envs=1, overrides={"n_steps": 1})
+    with pytest.raises(RunError, match="cannot build ppo"):
+        prepare(spec, out=lambda line: None)
+    assert not os.path.exists(tmp_path / "r")
+
+
+def test_an_engine_only_prepares_and_resumes_its_own_runs(tiny_run, tmp_path):
+    from retro_atari_kit.runs.engine import EngineRules
+
+    spec = TrainSpec(algo="ppo", env_id=ENV, engine="rllib", run_dir=str(tmp_path / "r"))
+    with pytest.raises(RunError, match="--engine rllib"):
+        prepare(spec, out=lambda line: None)
+    assert not os.path.exists(tmp_path / "r")
+    other = EngineRules(**{**RULES.__dict__, "name": "rllib"})
+    with pytest.raises(RunError, match="trained with --engine sb3; resume it with that engine"):
+        run_layer_resume(tiny_run, None, other)
+
+
+def test_edited_hyperparameters_are_honoured_on_resume(tiny_run, tmp_path):
+    run = _copy(tiny_run, tmp_path)
+    _edit(run, lambda c: c["hyperparams"].update(ent_coef=0.05, n_epochs=2, learning_rate=1e-4))
+    config, _, checkpoint = prepare_resume(run, out=lambda line: None)
+    model = load_model(checkpoint, algo="ppo", device="cpu", overrides=load_hyperparams(config))
+    assert model.ent_coef == 0.05 and model.n_epochs == 2
+    assert model.lr_schedule(1.0) == pytest.approx(1e-4)
+    assert main(["train", "--resume", run, "--timesteps", "96"]) == 0  # and it trains with them
+
+
+def test_edited_network_is_refused_and_nothing_changes(tiny_run, tmp_path, capsys):
+    run = _copy(tiny_run, tmp_path)
+    _edit(run, lambda c: c["hyperparams"]["policy_kwargs"].update(net_arch=[64]))
+    # a zip whose write was cut short: a resume that goes on removes it, a refused one must not
+    with open(os.path.join(run, "checkpoints", "model_96_steps.zip"), "wb") as fh:
+        fh.write(b"PK\x03\x04 cut short")
+    before = _snapshot(run)
+    assert main(["train", "--resume", run]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "hyperparams.policy_kwargs.net_arch is [64]" in err and "was built with []" in err, err
+    assert _snapshot(run) == before
+
+
+def test_cut_short_checkpoint_removed_only_when_the_resume_goes_on(tiny_run, tmp_path, capsys):
+    run = _copy(tiny_run, tmp_path)
+    cut = os.path.join(run, "checkpoints", "model_96_steps.zip")
+    with open(cut, "wb") as fh:
+        fh.write(b"PK\x03\x04 cut short")
+    config, _, checkpoint = prepare_resume(run, out=print)
+    assert checkpoint.endswith("model_64_steps.zip") and not os.path.exists(cut)
+    assert f"removed {cut}" in capsys.readouterr().out
+
+
+def test_edited_env_is_refused_before_anything_is_written(tiny_run, tmp_path, capsys):
+    run = _copy(tiny_run, tmp_path)
+    _edit(run, lambda c: c["env_kwargs"].update(frame_stack=2))
+    before = _snapshot(run)
+    assert main(["train", "--resume", run, "--timesteps", "128"]) == 2
+    err = capsys.readouterr().err
+    assert "was trained on observations (4, 84, 84) uint8" in err and "(2, 84, 84) uint8" in err, err
+    assert _snapshot(run) == before
