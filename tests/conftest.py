@@ -5,9 +5,15 @@ training, the docs' examples, the committed weights' replays) are marked ``slow`
 "not slow"`` is the quick suite for the inner loop; the README's ``python -m pytest -q`` (CI) runs them all.
 """
 
+import os
 from pathlib import Path
 
 import pytest
+
+# gymnasium's and SB3's env checkers open a "human" window: off-screen in every test module, whatever order
+# or subset of modules runs (tests that need a real display set their own driver in a subprocess)
+os.environ["SDL_VIDEODRIVER"] = "dummy"
+os.environ["SDL_AUDIODRIVER"] = "dummy"
 
 import retro_atari_kit  # noqa: F401  (registers the RetroKit/ namespace)
 
