@@ -41,8 +41,13 @@ COMMITTED = {
 }
 
 
+# not runs: reference curves read from rl-zoo3's training logs (scripts/zoo_reference.py)
+NOT_RUNS = {"reference"}
+
+
 def test_every_committed_run_is_replayed_here():
-    assert sorted(os.listdir(ROOT)) == sorted(COMMITTED), "add the new results/ dir to COMMITTED"
+    runs = sorted(set(os.listdir(ROOT)) - NOT_RUNS)
+    assert runs == sorted(COMMITTED), "add the new results/ dir to COMMITTED"
 
 
 @pytest.mark.timeout(600)
