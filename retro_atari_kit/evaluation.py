@@ -16,6 +16,17 @@ from retro_atari_kit.errors import RunError
 GameEnded = Callable[[int, float, int], None]
 
 
+class EvaluationStopped(Exception):
+    """A stop request ended an evaluation between two steps, before all its games were played.
+
+    ``scores`` holds the games that had ended: a part of an evaluation, never to be reported as the whole.
+    """
+
+    def __init__(self, scores: list[float], episodes: int) -> None:
+        super().__init__(f"evaluation stopped after {len(scores)} of {episodes} games")
+        self.scores, self.episodes = list(scores), episodes
+
+
 def check_model_fits(model: Any, env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
     """RunError saying what the model expects when the env's observations or actions differ from those it
     was trained on (another game, another ``frame_stack``): one line before a game is played, instead of a
@@ -41,6 +52,7 @@ def evaluate_model(
     deterministic: bool = False,
     max_envs: int = 4,
     on_game: GameEnded | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[float]:
     """Play ``episodes`` whole games and return their true scores.
 
@@ -48,6 +60,8 @@ def evaluate_model(
     over all lives, reported only when the real game ends (life losses do not end an evaluation game).
     Episodes are split evenly over up to ``max_envs`` envs (1 for stable-retro) so short games do not bias
     the mean. ``on_game(k, score, steps)`` is called as the k-th game ends (``retrokit eval`` prints it).
+    ``should_stop()`` is asked before every step (a training run's stop request): once true, the envs are
+    closed and :class:`EvaluationStopped` is raised, so a stop during a long evaluation takes effect at once.
     torch plays on one thread (:func:`retro_atari_kit.models.threads.playing_threads`: batch-of-a-few
     forwards gain nothing from more, and lose much on shared cores), its count restored after.
     """
@@ -69,6 +83,8 @@ def evaluate_model(
         starts = np.ones((n,), dtype=bool)
         with playing_threads():
             while sum(done_counts) < episodes:
+                if should_stop is not None and should_stop():
+                    raise EvaluationStopped(scores, episodes)
                 actions, state = model.predict(
                     obs, state=state, episode_start=starts, deterministic=deterministic
                 )

@@ -6,6 +6,7 @@ import csv
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -91,12 +92,35 @@ class Progress(BaseCallback):
             self.bar.close()
 
 
-class PeriodicEval(BaseCallback):
-    """Every ``every`` steps: ``episodes`` whole games, true scores logged and appended to evaluations.csv."""
+def _say(line: str) -> None:
+    """One line on stdout, above the progress bar (tqdm redraws it), flushed so a reader sees it now."""
+    from tqdm import tqdm
 
-    def __init__(self, config: dict[str, Any], run_dir: str, every: int, episodes: int) -> None:
+    tqdm.write(line, file=sys.stdout)
+    sys.stdout.flush()
+
+
+class PeriodicEval(BaseCallback):
+    """Every ``every`` steps: ``episodes`` whole games, true scores logged and appended to evaluations.csv.
+
+    A stop request during an evaluation ends it at the next env step (whole games can take minutes): the
+    part played is discarded, not logged, and ``learn`` ends so the run saves its stop checkpoint of the
+    model as it was when the evaluation began. A resumed run evaluates next at the next multiple of
+    ``every`` past its checkpoint.
+    """
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        run_dir: str,
+        every: int,
+        episodes: int,
+        stop: StopRequest | None = None,
+        say: Callable[[str], None] = _say,
+    ) -> None:
         super().__init__()
         self.config, self.run_dir, self.every, self.episodes = config, run_dir, every, episodes
+        self.stop, self.say = stop or StopRequest(), say
         self.next_at = 0
 
     def _on_training_start(self) -> None:
@@ -105,16 +129,26 @@ class PeriodicEval(BaseCallback):
     def _on_step(self) -> bool:
         if self.num_timesteps < self.next_at:
             return True
-        from retro_atari_kit.evaluation import evaluate_model
+        if self.stop.requested:  # training ends at this step (StopOnSignal): no evaluation to start
+            return False
+        from retro_atari_kit.evaluation import EvaluationStopped, evaluate_model
 
-        scores = evaluate_model(
-            self.model,
-            self.config["env_id"],
-            self.config["env_kwargs"],
-            episodes=self.episodes,
-            seed=self.config["seed"] + 10_000,
-            deterministic=False,
-        )
+        steps = self.num_timesteps
+        self.say(f"evaluating {self.episodes} games at {steps} steps ...")
+        try:
+            scores = evaluate_model(
+                self.model,
+                self.config["env_id"],
+                self.config["env_kwargs"],
+                episodes=self.episodes,
+                seed=self.config["seed"] + 10_000,
+                deterministic=False,
+                should_stop=lambda: self.stop.requested,
+            )
+        except EvaluationStopped as exc:
+            played = f"{len(exc.scores)} of {self.episodes} games"
+            self.say(f"evaluation at {steps} steps stopped after {played}; not logged")
+            return False
         self.logger.record("eval/mean_score", float(np.mean(scores)))
         self.logger.record("eval/std_score", float(np.std(scores)))
         path = os.path.join(self.run_dir, "evaluations.csv")
@@ -125,7 +159,7 @@ class PeriodicEval(BaseCallback):
                 writer.writerow(["steps", "mean", "std", "min", "max", "episodes"])
             writer.writerow(
                 [
-                    self.num_timesteps,
+                    steps,
                     np.mean(scores),
                     np.std(scores),
                     np.min(scores),
@@ -133,6 +167,9 @@ class PeriodicEval(BaseCallback):
                     len(scores),
                 ]
             )
+        self.say(
+            f"evaluation at {steps} steps: mean true score {np.mean(scores):.2f} over {len(scores)} games"
+        )
         self.next_at = _next_multiple(self.num_timesteps, self.every)
         return True
 
@@ -143,5 +180,5 @@ def training_callbacks(config: dict[str, Any], run_dir: str, stop: StopRequest) 
     if config["checkpoint_every"]:
         callbacks.append(Checkpoint(run_dir, config["checkpoint_every"], config["save_replay_buffer"]))
     if config["eval_every"]:
-        callbacks.append(PeriodicEval(config, run_dir, config["eval_every"], config["eval_episodes"]))
+        callbacks.append(PeriodicEval(config, run_dir, config["eval_every"], config["eval_episodes"], stop))
     return callbacks
