@@ -1,7 +1,8 @@
 """Resolving a training request into the run's config, and validating it before anything is written.
 
-Every check that can fail on user input runs here, on one env and a throw-away model, so that a bad
-``--set`` value, backend, device or env kwarg is one clear RunError and no run dir is created.
+SB3's checks of user input: the algorithm, its hyperparameters and their types, a throw-away model built on
+the run layer's one env, and SB3's fields of an edited ``config.yaml``. A bad ``--set`` value is one clear
+RunError and no run dir is created; the settings every engine shares are checked by the run layer.
 """
 
 from __future__ import annotations
@@ -17,12 +18,8 @@ import gymnasium as gym
 from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class, constructor_params
 from retro_atari_kit.integrations.sb3.presets import allowed_keys, to_sb3_kwargs
 
-from retro_atari_kit.models import check_network
 from retro_atari_kit.presets import PresetError, apply_overrides, get_preset
-from retro_atari_kit.registration import check_env_id
 from retro_atari_kit.runs import RunError, TrainSpec, check_config_fields, config_field_error, new_config
-from retro_atari_kit.runs.startup import check_device
-from retro_atari_kit.vector import BACKENDS
 from retro_atari_kit.wrappers.frame_stack import DEFAULT_FRAME_STACK
 
 # Keys of rl-zoo3 configs that mean "add a wrapper": the kit's env already is the whole stack.
@@ -33,14 +30,12 @@ WRAPPER_KEYS = {
 
 
 def resolve_config(spec: TrainSpec) -> dict[str, Any]:
-    """Preset + ``--set`` overrides + CLI settings -> the full configuration written to config.yaml."""
+    """Preset + ``--set`` overrides + CLI settings -> the full configuration written to config.yaml.
+
+    Checks what is SB3's (the algorithm, its preset and hyperparameters); the settings every engine shares
+    (env ID, network, device, counts, backend) are the run layer's (``runs.startup.prepare_new_run``)."""
     algo = spec.algo.lower()
     algo_class(algo)
-    check_network(spec.network)
-    check_device(spec.device)
-    check_env_id(spec.env_id)
-    if spec.backend not in BACKENDS:
-        raise RunError(f"unknown backend {spec.backend!r}; choose one of {', '.join(BACKENDS)}")
     preset = get_preset(algo, spec.preset)
     allowed = allowed_keys(algo, preset) | {"frame_stack", "env_kwargs"}
     for key, why in WRAPPER_KEYS.items():
@@ -70,10 +65,6 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
         # off-policy: n_envs sets the updates per env step (train_freq counts vector steps), so the
         # preset's envs, not one per CPU
         n_envs = preset_n_envs
-    if int(n_envs) < 1:
-        raise RunError(f"--n-envs must be >= 1, got {n_envs}")
-    if spec.checkpoint_every < 0 or spec.eval_every < 0:
-        raise RunError("--checkpoint-every and --eval-every must be >= 0 (0 disables)")
     return new_config(
         "sb3",
         spec.command,
