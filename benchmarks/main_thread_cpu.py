@@ -11,18 +11,29 @@ never in CI::
     python benchmarks/main_thread_cpu.py --sizes 8 --env-steps 4000 --repeats 5
     python benchmarks/main_thread_cpu.py --sizes 4 8 --retro   # with the stable-retro path
     python benchmarks/main_thread_cpu.py --sizes 8 --floor     # with what the native backend cannot avoid
+    python benchmarks/main_thread_cpu.py --sizes 2 4 8 --only retro --retro Pong-Atari2600 \
+        Airstriker-Genesis --retro-before d15e063              # the retro path against an older commit's
 
 Contenders: ``gym.make_vec("RetroKit/Pong-v0", backend="native")`` (the kit's DeepMind stack, frames
 equal to SB3's AtariWrapper), the same with ``cv2.resize`` instead of the kit's exact resize kernel,
 raw ``AtariVectorEnv("pong", N)`` (ale-py's own preprocessing) and EnvPool
 ``Pong-v5`` when installed; with ``--retro`` also ``RetroKit/Pong-Atari2600-v0`` (stable-retro in one
-worker process per env, its warp done there; process CPU then counts only the calling process). Prints
-the medians of ``--repeats`` (the contenders interleaved) and the wall-clock env steps/s of the same loops.
+worker process per env, its warp done there; process CPU then counts only the calling process), for each
+game given to ``--retro``, with SB3 ``SubprocVecEnv`` + ``VecFrameStack(4)`` over the same per-env stack
+(the kit's, built with ``frame_stack=1`` as the kit's workers build it) and, with ``--retro-before REV``,
+the kit's subprocess backend as it was at git revision ``REV`` (its ``vector/subprocess.py`` loaded from
+git, over the current package). Prints the medians of ``--repeats`` (the contenders interleaved) and the
+wall-clock env steps/s of the same loops.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -94,11 +105,77 @@ def kit_floor_warped(n: int):
     return _Floor(n, warp=True)
 
 
-def kit_retro(n: int):
-    import retro_atari_kit  # noqa: F401
+def kit_retro(game: str = "Pong-Atari2600") -> Callable[[int], gym.vector.VectorEnv]:
+    def make(n: int):
+        import retro_atari_kit  # noqa: F401
 
-    # stable-retro: one env per worker process, each warping its own frames; the calling thread stacks
-    return gym.make_vec("RetroKit/Pong-Atari2600-v0", num_envs=n)
+        # stable-retro: one env per worker process, each warping its own frames; the calling thread stacks
+        return gym.make_vec(f"RetroKit/{game}-v0", num_envs=n)
+
+    return make
+
+
+def kit_retro_at(module, game: str) -> Callable[[int], gym.vector.VectorEnv]:
+    """The kit's subprocess backend of an older revision (``module``: its ``vector/subprocess.py``)."""
+
+    def make(n: int):
+        from retro_atari_kit.vector._factory import EnvFactory
+
+        factories = [EnvFactory(game, "retro", {}) for _ in range(n)]
+        return module.make_subprocess_vector_env(factories, 4, "NextStep")
+
+    return make
+
+
+def load_subprocess_module_at(rev: str):
+    """``retro_atari_kit/vector/subprocess.py`` at git revision ``rev``, importable by its workers too: it is
+    written to a temporary folder put on ``sys.path`` and ``PYTHONPATH`` before any worker starts."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    source = subprocess.run(
+        ["git", "show", f"{rev}:retro_atari_kit/vector/subprocess.py"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    folder = tempfile.mkdtemp(prefix="retrokit-bench-")
+    name = f"retrokit_subprocess_{rev.replace('-', '_').replace('~', '_')}"
+    with open(os.path.join(folder, f"{name}.py"), "w") as f:
+        f.write(source)
+    sys.path.insert(0, folder)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (folder, os.environ.get("PYTHONPATH")) if p)
+    return importlib.import_module(name)
+
+
+class _SB3Runner:
+    """An SB3 VecEnv behind the calls ``measure`` makes."""
+
+    def __init__(self, venv):
+        self.venv = venv
+        self.single_action_space = venv.action_space
+
+    def reset(self, seed: int = 0):
+        self.venv.seed(seed)
+        return self.venv.reset()
+
+    def step(self, actions: np.ndarray):
+        return self.venv.step(actions)
+
+    def close(self):
+        self.venv.close()
+
+
+def sb3_retro(game: str) -> Callable[[int], _SB3Runner]:
+    """SB3 ``SubprocVecEnv`` + ``VecFrameStack(4)`` over the kit's per-env stack (``frame_stack=1``)."""
+
+    def make(n: int):
+        from stable_baselines3.common.vec_env import SubprocVecEnv, VecFrameStack
+
+        from retro_atari_kit.vector._factory import EnvFactory
+
+        return _SB3Runner(VecFrameStack(SubprocVecEnv([EnvFactory(game, "retro", {}) for _ in range(n)]), 4))
+
+    return make
 
 
 def raw_ale(n: int):
@@ -150,24 +227,43 @@ def main() -> None:
         help="also the native backend's floor: its ale-py cores' RGB frames alone, and with the warp",
     )
     parser.add_argument(
-        "--retro", action="store_true", help="also the kit's stable-retro Pong (shared-memory subprocesses)"
+        "--retro",
+        nargs="*",
+        metavar="GAME",
+        help="also stable-retro games (default Pong-Atari2600): the kit's shared-memory subprocesses and SB3 "
+        "SubprocVecEnv over the same stack",
     )
+    parser.add_argument(
+        "--retro-before", metavar="REV", help="also the kit's subprocess backend at git revision REV"
+    )
+    parser.add_argument("--only", nargs="+", help="contenders whose name contains one of these words")
     args = parser.parse_args()
+    before = load_subprocess_module_at(args.retro_before) if args.retro_before else None
     contenders = {"kit native": kit_native, "kit native, cv2.resize": kit_native_cv2_resize}
     if args.floor:
         contenders["floor: RGB frames"] = kit_floor_frames
         contenders["floor: RGB frames + warp"] = kit_floor_warped
     contenders["raw AtariVectorEnv"] = raw_ale
-    if args.retro:
-        contenders["kit retro subprocess"] = kit_retro
     try:
         import envpool  # noqa: F401
 
         contenders["EnvPool"] = envpool_pong
     except ImportError:
         print("EnvPool not installed: skipped (pip install envpool)")
-    print(f"Pong, random actions, {args.env_steps} env steps per measurement, median of {args.repeats}")
+    if args.retro is not None:
+        for game in args.retro or ["Pong-Atari2600"]:
+            contenders[f"kit retro {game}"] = kit_retro(game)
+            if before is not None:
+                contenders[f"kit retro {game} at {args.retro_before}"] = kit_retro_at(before, game)
+            contenders[f"SB3 SubprocVecEnv retro {game}"] = sb3_retro(game)
+    if args.only:
+        words = [w.lower() for w in args.only]
+        contenders = {name: f for name, f in contenders.items() if any(w in name.lower() for w in words)}
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    steps = f"{args.env_steps} env steps per measurement"
+    print(f"random actions, {steps}, median of {args.repeats}; load average {load}")
     rows = []
+    ratios: list[tuple[str, int, str, float, float]] = []
     for n in args.sizes:
         samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in contenders}
         for _ in range(args.repeats):
@@ -178,14 +274,34 @@ def main() -> None:
             rows.append((name, n, cpu, process, fps))
             each = ", ".join(f"{s[0]:.1f}" for s in samples[name])
             print(
-                f"  N={n:<3d} {name:24s} {cpu:6.1f} us/env step ({each}); process {process:4.0f} us; "
+                f"  N={n:<3d} {name:44s} {cpu:6.1f} us/env step ({each}); process {process:4.0f} us; "
                 f"{fps:6.0f} env steps/s",
                 flush=True,
             )
+        for game in args.retro or []:
+            kit = samples.get(f"kit retro {game}")
+            for other in (f"kit retro {game} at {args.retro_before}", f"SB3 SubprocVecEnv retro {game}"):
+                if kit is None or other not in samples:
+                    continue
+                # ratios within each round (the contenders ran back to back), then their median
+                cpu = [a[0] / b[0] for a, b in zip(kit, samples[other], strict=True)]
+                fps = [a[2] / b[2] for a, b in zip(kit, samples[other], strict=True)]
+                ratios.append((game, n, other, float(np.median(cpu)), float(np.median(fps))))
+                print(
+                    f"  N={n:<3d} kit / {other}: calling-thread CPU {ratios[-1][3]:.2f}x "
+                    f"({', '.join(f'{r:.2f}' for r in cpu)}), env steps/s {ratios[-1][4]:.2f}x "
+                    f"({', '.join(f'{r:.2f}' for r in fps)})",
+                    flush=True,
+                )
     print("\n| contender | N | calling thread, us per env step | process, us per env step | env steps/s |")
     print("|---|---|---|---|---|")
     for name, n, cpu, process, fps in rows:
         print(f"| {name} | {n} | {cpu:.1f} | {process:.0f} | {fps:,.0f} |")
+    if ratios:
+        print("\n| game | N | kit against | calling-thread CPU, kit / other | env steps/s, kit / other |")
+        print("|---|---|---|---|---|")
+        for game, n, other, cpu, fps in ratios:
+            print(f"| {game} | {n} | {other} | {cpu:.2f}x | {fps:.2f}x |")
 
 
 if __name__ == "__main__":

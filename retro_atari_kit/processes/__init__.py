@@ -8,8 +8,11 @@ one host for all of them.
   that notices a dead child at once; the one died error; stop), :func:`serve` (the child side of a
   request/answer child), :func:`receive_all` (one answer from each of several children) and
   :func:`stop_all`.
+- :mod:`.bells`: :class:`Bells`, one wake-up for many children whose work lives in shared memory (a
+  semaphore per child, a countdown, one semaphore back), the pipe kept for everything else.
 """
 
+from retro_atari_kit.processes.bells import Bells, ChildBell
 from retro_atari_kit.processes.host import (
     ChildDiedError,
     ChildProcess,
@@ -35,6 +38,8 @@ from retro_atari_kit.processes.start import (
 
 __all__ = [
     "STOP_SIGNALS",
+    "Bells",
+    "ChildBell",
     "ChildDiedError",
     "ChildProcess",
     "Handler",

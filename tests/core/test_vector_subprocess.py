@@ -210,3 +210,126 @@ def test_retro_airstriker_vector_env():
         assert obs.shape == (2, 4, 84, 84)
     finally:
         venv.close()
+
+
+class _InfoKinds(gym.Env):
+    """Every kind of step a worker meets: infos of ints, floats and bools (shared memory), a value whose type
+    changes (a new schema), a nested dict, a string and a numpy value (the pipe), an exception."""
+
+    observation_space = gym.spaces.Box(0, 255, (1, 84, 84), dtype=np.uint8)
+    action_space = gym.spaces.Discrete(6)
+    metadata = {"render_modes": []}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.full((1, 84, 84), 200, dtype=np.uint8), {}
+
+    def step(self, action):
+        if action == 5:
+            raise ValueError("the env refused action 5")
+        self.t += 1
+        info = {"t": self.t, "half": self.t / 2, "even": self.t % 2 == 0}
+        if action == 1:
+            info["t"] = float(self.t)
+        elif action == 2:
+            info["extra"] = {"nested": self.t}
+        elif action == 3:
+            info["name"] = "toy"
+        elif action == 4:
+            info = {"t": np.int64(self.t)}
+        obs = np.full((1, 84, 84), self.t % 256, dtype=np.uint8)
+        return obs, float(action) - 1.5, self.t % 9 == 0, self.t % 13 == 0, info
+
+
+def _assert_same(got, want, where: str) -> None:
+    """The same keys, masks, dtypes and values at every level."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict), where
+        assert sorted(got) == sorted(want), f"{where}: {sorted(got)} != {sorted(want)}"
+        for key in want:
+            _assert_same(got[key], want[key], f"{where}.{key}")
+    elif isinstance(want, np.ndarray):
+        assert isinstance(got, np.ndarray) and (got.dtype, got.shape) == (want.dtype, want.shape), where
+        if want.dtype == object:
+            for i, (a, b) in enumerate(zip(got, want, strict=True)):
+                _assert_same(a, b, f"{where}[{i}]")
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=where)
+    else:
+        assert type(got) is type(want) and got == want, f"{where}: {got!r} != {want!r}"
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+def test_every_kind_of_step_equals_the_in_process_backend(mode):
+    """Whatever way a step's result travels (shared memory, the pipe, a new schema, workers whose schemas
+    differ, an env's exception), observations, rewards, flags and infos equal the in-process backend's."""
+    from retro_atari_kit.vector.inprocess import make_inprocess_vector_env
+    from retro_atari_kit.vector.subprocess import make_subprocess_vector_env
+
+    factories = [_InfoKinds] * 3
+    # fork: the workers need not import this module to find the env class
+    kit = make_subprocess_vector_env(factories, 4, mode, start_method="fork")
+    ref = make_inprocess_vector_env(factories, 4, mode)
+    rng = np.random.default_rng(0)
+    # mostly infos that fit shared memory, every other kind now and then; env 2 sometimes raises
+    actions = rng.choice(5, size=(120, 3), p=[0.7, 0.1, 0.1, 0.05, 0.05])
+    actions[rng.random(120) < 0.05, 2] = 5
+    try:
+        for env in (kit, ref):
+            env.reset(seed=1)
+        for t, action in enumerate(actions):
+            results = []
+            for env in (kit, ref):
+                try:
+                    results.append(env.step(action))
+                except ValueError as exc:
+                    results.append(exc)
+            got, want = results
+            if isinstance(want, Exception):
+                assert type(got) is ValueError and str(got) == str(want), f"step {t}"
+                continue
+            for k, name in enumerate(("obs", "reward", "terminated", "truncated", "info")):
+                _assert_same(got[k], want[k], f"step {t} {name}")
+    finally:
+        kit.close()
+        ref.close()
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_close_unlinks_the_shared_memory_and_the_semaphores(start_method):
+    venv = make_vector_env("Pong", num_envs=2, backend="subprocess", start_method=start_method)
+    driver = venv.driver
+    names = [f"/dev/shm/{driver._shm.name.lstrip('/')}"]
+    names += [f"/dev/shm/sem.{bell._semlock.name.lstrip('/')}" for bell in driver._bells._bells]
+    assert all(os.path.exists(name) for name in names)
+    venv.reset(seed=0)
+    venv.step(np.zeros(2, dtype=np.int64))
+    venv.close()
+    assert not [name for name in names if os.path.exists(name)]
+
+
+def test_a_vector_env_never_closed_ends_with_the_interpreter(tmp_path):
+    """Workers wait on their bell, not their pipe: the stop sent at interpreter exit still reaches them."""
+    script = tmp_path / "unclosed.py"
+    script.write_text(
+        textwrap.dedent("""
+        import numpy as np
+        import gymnasium as gym
+        import retro_atari_kit  # noqa: F401
+
+        if __name__ == "__main__":
+            venv = gym.make_vec("RetroKit/Pong-v0", num_envs=2, backend="subprocess")
+            venv.reset(seed=0)
+            venv.step(np.zeros(2, dtype=np.int64))
+            print(*venv.worker_pids, flush=True)
+            globals()["kept"] = venv  # never closed
+    """)
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    pids = [int(p) for p in proc.stdout.split()]
+    deadline = time.monotonic() + 5
+    while not all(gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(gone(pid) for pid in pids)

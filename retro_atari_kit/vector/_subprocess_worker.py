@@ -1,0 +1,175 @@
+"""The worker side of the subprocess backend: one env, its slots in shared memory, and its bell.
+
+The layout of the one shared-memory segment (:class:`Shared`) is computed the same way in the main process
+and in every worker. A worker rung by its bell steps its env with the action in shared memory and writes
+the frame, reward, flags and info there; an info that does not fit (other types, more keys, the true score
+at a game's end), an env's exception, and every other command travel over its pipe.
+"""
+
+from __future__ import annotations
+
+from multiprocessing.connection import Connection
+from multiprocessing.shared_memory import SharedMemory
+from typing import Any
+
+import numpy as np
+
+from retro_atari_kit.processes import ChildBell, reply, reply_error
+from retro_atari_kit.vector._factory import EnvFactory
+
+MAX_INFO_KEYS = 64  # an info with more keys travels over the pipe
+_INFO_TYPES = (int, float, bool)  # the types StackedVectorEnv batches into one array per key
+IN_MEMORY, ON_PIPE = 0, 1  # where a step's result is: all in shared memory, or (also) on the pipe
+
+Schema = tuple[tuple[str, ...], tuple[type, ...]]  # an info's keys in order, and each value's type
+
+
+class Shared:
+    """Numpy views of the one shared-memory segment: frames (two slots per env: the current frame, and the
+    final frame of an episode that autoreset within its step) and the step block."""
+
+    def __init__(self, buffer: Any, n: int, frame_shape: tuple[int, ...]):
+        self.size = 0
+        both = self._take(buffer, (n, 2, *frame_shape), np.uint8)
+        self.frames, self.final_frames, self.both = both[:, 0], both[:, 1], both
+        self.actions = self._take(buffer, (n,), np.int64)
+        self.same_step = self._take(buffer, (1,), np.uint8)
+        self.rewards = self._take(buffer, (n,), np.float64)
+        self.flags = self._take(buffer, (n, 3), np.uint8)  # terminated, truncated, where the result is
+        self.ints = self._take(buffer, (n, MAX_INFO_KEYS), np.int64)  # int and bool values
+        self.floats = self._take(buffer, (n, MAX_INFO_KEYS), np.float64)
+
+    def _take(self, buffer: Any, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+        offset = -(-self.size // 64) * 64
+        self.size = offset + int(np.prod(shape)) * np.dtype(dtype).itemsize
+        if buffer is None:  # sizing only
+            return np.empty((0, *shape[1:]), dtype=dtype)
+        return np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
+
+
+def info_schema(info: dict) -> Schema | None:
+    """The schema of an info that can travel in shared memory, else None."""
+    if len(info) > MAX_INFO_KEYS:
+        return None
+    types = tuple(type(value) for value in info.values())
+    if not all(t in _INFO_TYPES for t in types):
+        return None
+    return tuple(info), types
+
+
+class EnvWorker:
+    """The worker's side (run by :func:`~retro_atari_kit.processes.serve`): one env, its shared-memory
+    slots, and its bell; steps arrive by the bell, everything else over the pipe."""
+
+    def __init__(self, rank: int, factory: EnvFactory, bell: ChildBell):
+        self.rank = rank
+        self.bell = bell
+        self.env = factory()  # construction errors (bad kwargs, missing ROM) reach the caller as themselves
+        self.shm: SharedMemory | None = None
+        self.shared: Shared | None = None
+        self.schema: Schema | None = None  # what the main process knows of this worker's infos
+
+    def hello(self) -> tuple:
+        meta = dict(self.env.metadata)
+        meta["render_mode"] = self.env.render_mode
+        return self.env.observation_space, self.env.action_space, meta
+
+    def next_command(self, conn: Connection) -> tuple:
+        if self.shared is None:  # before the shared memory is attached, only the pipe
+            return conn.recv()
+        while True:
+            message = self.bell.wait(conn)
+            if message is not None:
+                return message
+            self._step(conn)
+
+    def _step(self, conn: Connection) -> None:
+        """One env step for the bell; the result in shared memory, what does not fit there on the pipe."""
+        shared, rank = self.shared, self.rank
+        where = IN_MEMORY
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(shared.actions[rank])
+            final_info = None
+            if shared.same_step[0] and (terminated or truncated):
+                shared.both[rank, 1] = obs
+                final_info = info
+                obs, info = self.env.reset()
+            shared.both[rank, 0] = obs
+            shared.rewards[rank] = float(reward)
+            shared.flags[rank, 0] = bool(terminated)
+            shared.flags[rank, 1] = bool(truncated)
+            if final_info is not None or not self._write_info(info):
+                schema = info_schema(info) if final_info is None else None
+                reply(conn, (info, final_info, schema))  # an unpicklable info raises here, as before
+                if schema is not None:
+                    self.schema = schema
+                where = ON_PIPE
+        except Exception as exc:
+            reply_error(conn, exc)
+            where = ON_PIPE
+        shared.flags[rank, 2] = where
+        self.bell.finished()
+
+    def _write_info(self, info: dict) -> bool:
+        """Write ``info``'s values into shared memory if it has this worker's schema."""
+        schema = self.schema
+        if schema is None or len(info) != len(schema[0]) or tuple(info) != schema[0]:
+            return False
+        ints, floats = self.shared.ints[self.rank], self.shared.floats[self.rank]
+        try:
+            for j, (value, kind) in enumerate(zip(info.values(), schema[1], strict=True)):
+                if type(value) is not kind:
+                    return False
+                if kind is float:
+                    floats[j] = value
+                else:
+                    ints[j] = value
+        except OverflowError:  # an int beyond int64
+            return False
+        return True
+
+    def handle(self, command: str, data: Any) -> Any:
+        env = self.env
+        if command == "reset":
+            seed, options = data
+            obs, info = env.reset(seed=seed, options=options)
+            self.shared.both[self.rank, 0] = obs
+            return info
+        if command == "call":
+            name, args, kwargs = data
+            attr = getattr(env, name)
+            return attr(*args, **kwargs) if callable(attr) else attr
+        if command == "set_attr":
+            name, value = data
+            setattr(env, name, value)
+            return None
+        if command == "shm":
+            name, n = data
+            self.shm = attach_untracked(name)
+            self.shared = Shared(self.shm.buf, n, env.observation_space.shape)
+            return None
+        raise ValueError(f"unknown worker command {command!r}")
+
+    def close(self) -> None:
+        try:
+            self.env.close()
+        finally:
+            if self.shm is not None:
+                self.shared = None  # release the buffer views before closing the segment
+                self.shm.close()
+
+
+def attach_untracked(name: str) -> SharedMemory:
+    """Attach to the main process's segment without registering it with a resource tracker.
+
+    Python < 3.13 registers every attached segment; the main process owns and unlinks it, so a worker's
+    registration only produces false "leaked shared_memory" warnings (spawn) or a double unlink.
+    """
+    from multiprocessing import resource_tracker
+
+    register = resource_tracker.register
+    resource_tracker.register = lambda *args, **kwargs: None  # this worker process only
+    try:
+        return SharedMemory(name=name)
+    finally:
+        resource_tracker.register = register
