@@ -3,7 +3,12 @@ with ffmpeg, GIF otherwise)."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import sys
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -75,8 +80,6 @@ def record_video(
     true score drawn in the frame. ``.mp4`` falls back to ``.gif`` when ffmpeg is missing. A game ends
     after ``max_steps`` agent steps (default :data:`DEFAULT_MAX_STEPS`). ``out`` is checked
     (:func:`check_video_path`) before a game is played. Returns (path written, true scores)."""
-    import imageio.v2 as imageio
-
     from retro_atari_kit.models.threads import playing_threads
     from retro_atari_kit.registration import make_env
 
@@ -122,11 +125,69 @@ def record_video(
                     obs, _ = env.reset()
     finally:
         env.close()
-    if out.lower().endswith(".gif"):
-        imageio.mimsave(out, frames[::2], duration=2000 / fps, loop=0)
-    else:
-        imageio.mimsave(out, frames, fps=fps, macro_block_size=MACRO_BLOCK)
+    write_video(out, frames, fps)
     return out, scores
+
+
+def write_video(out: str, frames: list[np.ndarray], fps: float) -> None:
+    """Write ``frames`` to ``out`` (a GIF keeps every other frame) as a whole or not at all: written under a
+    temporary name and renamed (``runs.files.atomic_write``), so a failure (a full disk, a name ffmpeg
+    cannot open) leaves no half video and an older file at ``out`` as it was. Raises OSError naming ``out``
+    with the reason ffmpeg gave; ffmpeg's own lines are not shown."""
+    import imageio.v2 as imageio
+
+    from retro_atari_kit.runs.files import atomic_write
+
+    def write(tmp: str) -> None:
+        if out.lower().endswith(".gif"):  # encoded in memory: a full disk is one OSError of ours, not the
+            data = imageio.mimsave("<bytes>", frames[::2], format="GIF", duration=2000 / fps, loop=0)
+            with open(tmp, "wb") as fh:  # plugin's error and its second one when it is collected
+                fh.write(data)
+            return
+        failed = None
+        with _stderr_of_children() as said:
+            try:
+                imageio.mimsave(tmp, frames, fps=fps, macro_block_size=MACRO_BLOCK, ffmpeg_log_level="error")
+            except OSError as exc:  # ffmpeg went away: the pipe to it broke
+                failed = exc
+        if failed is not None or said:  # ffmpeg says only errors at this level
+            raise _ffmpeg_error(said, tmp) from failed
+
+    atomic_write(out, write)
+
+
+@contextlib.contextmanager
+def _stderr_of_children() -> Iterator[list[str]]:
+    """For the block, file descriptor 2 (where ffmpeg, a child process, writes) goes to a temporary file;
+    its lines fill the yielded list after the block."""
+    lines: list[str] = []
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stderr.flush()
+    try:
+        log = tempfile.TemporaryFile()
+        saved = os.dup(2)
+    except OSError:  # nowhere to put it: ffmpeg's lines are shown
+        yield lines
+        return
+    with log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            log.seek(0)
+            lines.extend(line for line in log.read().decode(errors="replace").splitlines() if line.strip())
+
+
+def _ffmpeg_error(said: list[str], path: str) -> OSError:
+    """An OSError for a video ffmpeg could not write: the errno of the reason it gave (its lines end with
+    the C library's words, e.g. "No space left on device"), else EIO with its last line."""
+    text = " ".join(said)
+    for code in (errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EROFS, errno.EACCES, errno.ENOENT):
+        if os.strerror(code) in text:
+            return OSError(code, os.strerror(code), path)
+    return OSError(errno.EIO, f"ffmpeg could not write it ({said[-1] if said else 'no reason given'})", path)
 
 
 def check_video_path(out: str) -> None:
@@ -139,6 +200,12 @@ def check_video_path(out: str) -> None:
             )
         raise ValueError(f"--out {out!r}: use a .mp4 or .gif file name")
     check_output_path(out)
+    from retro_atari_kit.runs.files import check_creatable, os_error_message
+
+    try:  # a name too long, /proc, a read-only disk: said before a game is played
+        check_creatable(out)
+    except OSError as exc:
+        raise ValueError(os_error_message(exc, "--out", flag="--out")) from None
 
 
 def _has_score(env: gym.Env) -> bool:

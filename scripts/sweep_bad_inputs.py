@@ -19,6 +19,11 @@ every vector backend and on the stable-retro single env (a float action, a negat
 attribute, ...) must give every target the same one-line error, and the env must then play on exactly as a
 fresh twin given the same good calls (see ``api_cases``; docs/vectorization.md, "Bad calls").
 
+The ``os:`` cases (``--only os:``) are the operating system's refusals: a name too long, /proc, a read-only
+run dir or disk, a full disk, a folder where a file is expected, a link to nothing, an ASCII locale (see
+``os_cases``; docs/cli.md, "When the operating system says no"). Their tmpfs and read-only mounts need root;
+without it those cases are reported as skipped.
+
 A table of the failures and a summary are printed; the exit code is 1 if any case failed. It is not a
 pytest module (pytest collects ``tests/`` only): it takes a few minutes and trains one tiny run first.
 The regression tests for what it found live in ``tests/cli/``.
@@ -74,6 +79,10 @@ class Case:
     # expect="api": ``argv`` is (kind, call, value, good|bad) for :func:`api_child`; ``agree`` says what every
     # target of one game must share: "message" (the same error line), "type" (its exception type), "none"
     agree: str = "message"
+    # the operating system's refusals (os_cases): ``env`` is added to the command's environment (a locale),
+    # ``stdout_to`` names the file its stdout is written to (``/dev/full``)
+    env: dict[str, str] | None = None
+    stdout_to: str | None = None
 
     @property
     def label(self) -> str:
@@ -1132,9 +1141,361 @@ def stop_cases() -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------------------------------------------
+# the operating system says no (issue 32): a name too long, /proc, a read-only run dir or disk, a full disk,
+# a folder where a file is expected, a link to nothing in the run dir, an ASCII locale; for every command
+# that reads or writes paths. Each gives one line and exit 2 (or works, where nothing is wrong for it), and
+# nothing saved before is lost or rewritten. Mounts (tmpfs, read-only binds) need root: without it those
+# cases are skipped, saying so.
+# ------------------------------------------------------------------------------------------------------
+
+
+class CaseSkipped(Exception):
+    """Raised by a setup when this machine cannot produce the case's fault."""
+
+
+_MOUNTS: dict[str, list[str]] = {}  # case folder -> its mount points, in the order mounted
+_MOUNTS_LOCK = threading.Lock()
+
+
+def _mount(d: Path, *argv: str) -> None:
+    """``mount ARGV`` for the case in ``d`` (its last argument is the mount point), or CaseSkipped."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        raise CaseSkipped("mounting a tmpfs or a read-only bind needs root and mount(8)")
+    res = subprocess.run(["mount", *argv], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise CaseSkipped(f"mount {' '.join(argv)}: {res.stderr.strip()}")
+    with _MOUNTS_LOCK:
+        _MOUNTS.setdefault(str(d), []).append(argv[-1])
+
+
+def writable_mounts(d: Path) -> None:
+    """Make the case's read-only binds writable again (so the folder can be cleaned), contents unchanged."""
+    for point in _MOUNTS.get(str(d), []):
+        subprocess.run(["mount", "-o", "remount,bind,rw", point], capture_output=True)
+
+
+def release_mounts(d: Path) -> None:
+    with _MOUNTS_LOCK:
+        points = _MOUNTS.pop(str(d), [])
+    for point in reversed(points):
+        subprocess.run(["umount", "-l", point], capture_output=True)
+
+
+def tmpfs(name: str, size: str, run: bool = False, spare_mb: int = 0, full: bool = False) -> Setup:
+    """A tmpfs at ``name`` of ``size`` (or, with ``run``, the fixture run's size plus ``spare_mb``), holding a
+    copy of the fixture run (``run``) and then filled to the last byte (``full``)."""
+
+    def setup(d: Path) -> None:
+        point = d / name
+        point.mkdir(parents=True, exist_ok=True)
+        total = size
+        if run:
+            used = sum(4096 + f.stat().st_size for f in Path(FIXTURE["run"]).rglob("*") if f.is_file())
+            total = f"{used // 1024 + 64 + spare_mb * 1024}k"
+        _mount(d, "-t", "tmpfs", "-o", f"size={total}", "tmpfs", str(point))
+        if run:
+            shutil.copytree(FIXTURE["run"], point / "run", symlinks=True)
+        if full:
+            _fill(point)
+
+    return setup
+
+
+def _fill(point: Path) -> None:
+    """Fill the file system at ``point`` to its last block (the file ``.filler``)."""
+    with open(point / ".filler", "wb", buffering=0) as fh:
+        for chunk in (1 << 20, 1 << 12, 1):
+            try:
+                while True:
+                    fh.write(b"\0" * chunk)
+            except OSError:
+                continue
+
+
+def read_only_mount(name: str) -> Setup:
+    """``name`` (a folder of the case) bound onto itself read-only: EROFS for root too."""
+
+    def setup(d: Path) -> None:
+        point = str(d / name)
+        _mount(d, "--bind", point, point)
+        _mount(d, "-o", "remount,bind,ro", point)
+
+    return setup
+
+
+def read_only(name: str) -> Setup:
+    """Every file and folder of ``name`` without write permission (with ``read_only_binds``: root too)."""
+
+    def setup(d: Path) -> None:
+        for path in [d / name, *(d / name).rglob("*")]:
+            path.chmod(path.stat().st_mode & ~0o222)
+
+    return setup
+
+
+def replace_with(name: str, kind: str, target: str = "/nonexistent/retrokit-sweep") -> Setup:
+    """``name`` (removed if there) replaced by a ``folder``, a ``file`` or a ``link`` to ``target``."""
+
+    def setup(d: Path) -> None:
+        path = d / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        if kind == "folder":
+            path.mkdir()
+        elif kind == "file":
+            path.write_text("not what is expected\n")
+        else:
+            path.symlink_to(target)
+
+    return setup
+
+
+def error_line(*needles: str) -> Check:
+    """The output ends in one ``retrokit: error:`` line with ``needles`` (a command that got as far as
+    training: the progress bar is on stderr too)."""
+
+    def check(d: Path, output: str, before: list[int]) -> list[str]:
+        errors = [line for line in output.splitlines() if line.startswith("retrokit: error: ")]
+        if len(errors) != 1:
+            return [f"{len(errors)} 'retrokit: error:' lines, not 1"]
+        return [f"line lacks {needle!r}" for needle in needles if needle not in errors[0]]
+
+    return check
+
+
+def kept(name: str, of: str) -> Check:
+    """``name`` in the case's folder has the fixture run's ``of``, byte for byte (a checkpoint saved
+    before the fault is intact)."""
+
+    def check(d: Path, output: str, before: list[int]) -> list[str]:
+        path = d / name
+        same = path.is_file() and path.read_bytes() == (Path(FIXTURE["run"]) / of).read_bytes()
+        return [] if same else [f"{name} lost or changed"]
+
+    return check
+
+
+def absent(name: str) -> Check:
+    def check(d: Path, output: str, before: list[int]) -> list[str]:
+        return [f"{name} was left"] if os.path.lexists(d / name) else []
+
+    return check
+
+
+def no_leftovers(run: str) -> Check:
+    def check(d: Path, output: str, before: list[int]) -> list[str]:
+        return [f"left {name}" for name in _leftovers(d / run)] if (d / run).is_dir() else []
+
+    return check
+
+
+def made(name: str) -> Check:
+    def check(d: Path, output: str, before: list[int]) -> list[str]:
+        return [] if (d / name).is_file() and (d / name).stat().st_size > 0 else [f"{name} not written"]
+
+    return check
+
+
+def all_of(*checks: Check) -> Check:
+    def check(d: Path, output: str, before: list[int]) -> list[str]:
+        return [problem for c in checks for problem in c(d, output, before)]
+
+    return check
+
+
+TINY_TRAIN = ["--n-envs", "1", "--set", "n_steps=32", "--set", "batch_size=32"]
+ASCII = {"LC_ALL": "C", "LANG": "C", "PYTHONIOENCODING": ""}  # Python's UTF-8 mode follows (PEP 540)
+PURE_ASCII = {**ASCII, "PYTHONUTF8": "0"}  # no UTF-8 mode: the file system encoding is ASCII
+
+
+def os_cases() -> list[Case]:
+    cases: list[Case] = []
+    good = [run_copy()]
+    works = {"expect": "clean", "exit_code": 0}  # nothing is wrong for this command: it must just work
+    long = "a" * 300
+    new = ["--timesteps", "64", *TINY_TRAIN]
+
+    def add(group: str, *argv: str, **kw) -> None:
+        cases.append(Case(f"os: {group}", list(argv), **kw))
+
+    g = "name too long"
+    add(g, "train", "ppo", ENV, "--run-dir", long, *new, needles=("File name too long", "--run-dir"))
+    add(g, "train", "ppo", ENV, "--run-dir", f"runs/{long}/x", *new, needles=("File name too long",))
+    add(g, "train", "appo", ENV, "--engine", "rllib", "--run-dir", long, "--timesteps", "64")
+    add(g, "train", "--resume", long)
+    add(g, "eval", long)
+    add(g, "eval", f"run/{long}.zip", "--env", ENV, setup=good)
+    for out in (f"{long}.mp4", f"{long}.gif"):
+        add(g, "record", "run", "--out", out, setup=good, needles=("File name too long", "--out"))
+    add(g, "plot", "run", "--out", f"{long}.png", setup=good, needles=("File name too long", "--out"))
+    add(g, "plot", long)
+    add(g, "export", "run", long, setup=good, needles=("File name too long",))
+    add(g, "export", long, "out")
+    add(g, "list", long)
+    add(g, "import-roms", long)
+    fits = f"{'b' * 246}.png"  # 250 bytes: fits, though its temporary's name would not without shortening
+    add(g, "plot", "run", "--out", fits, setup=good, writes_nothing=False, check=made(fits), **works)
+
+    g = "a path under /proc"
+    add(g, "train", "ppo", ENV, "--run-dir", "/proc/x", *new, needles=("/proc",))
+    add(g, "train", "ppo", ENV, "--run-dir", "/proc/self/x", *new, needles=("/proc",))
+    add(g, "train", "appo", ENV, "--engine", "rllib", "--run-dir", "/proc/x", "--timesteps", "64")
+    add(g, "train", "--resume", "/proc/self")
+    add(g, "eval", "/proc/self")
+    add(g, "eval", "/proc/self/status", "--env", ENV)
+    for out in ("/proc/x.mp4", "/proc/x.gif", "/proc/self/x.mp4"):
+        add(g, "record", "run", "--out", out, setup=good, needles=("--out",))
+    add(g, "plot", "run", "--out", "/proc/x.png", setup=good, needles=("--out",))
+    add(g, "plot", "/proc/self")
+    add(g, "export", "run", "/proc/x", setup=good)
+    add(g, "export", "/proc/self", "out")
+
+    g = "read-only run dir (file modes)"
+    ro = {"read_only_binds": True}
+    add(g, "train", "--resume", "run", "--timesteps", "128", setup=[*good, read_only("run")],
+        needles=("run", "writable"), **ro)  # fmt: skip
+    add(g, "eval", "run", "--episodes", "1", setup=[*good, read_only("run")], **ro, **works)
+    add(g, "plot", "run", setup=[*good, read_only("run")], writes_nothing=False, **ro, **works)
+    add(g, "export", "run", "out", setup=[*good, read_only("run")], writes_nothing=False, **ro, **works)
+    g = "read-only file system (a read-only mount)"
+    mounted = [*good, read_only_mount("run")]
+    add(g, "train", "--resume", "run", "--timesteps", "128", setup=mounted, needles=("Read-only",))
+    add(g, "eval", "run", "--episodes", "1", setup=mounted, **works)
+    add(g, "plot", "run", "--out", "run/c.png", setup=mounted, needles=("--out",))
+    add(g, "export", "run", "run/out", setup=mounted)
+    ro_folder = [*good, folder("ro"), read_only_mount("ro")]
+    add(g, "train", "ppo", ENV, "--run-dir", "ro/run", *new, setup=ro_folder, needles=("not writable",))
+    add(g, "record", "run", "--out", "ro/a.mp4", setup=ro_folder, needles=("not writable",))
+
+    g = "disk full"
+    # a new run: its first checkpoint does not fit -> nothing of value, the run dir is removed
+    add(g, "train", "ppo", ENV, "--run-dir", "disk/run", *new, setup=[tmpfs("disk", "1m")],
+        expect="clean", exit_code=2, writes_nothing=False,
+        check=all_of(error_line("No space left"), absent("disk/run")))  # fmt: skip
+    # a new run: the checkpoint at 32 steps fits, the one at 64 does not -> kept, resumable, said so
+    add(g, "train", "ppo", ENV, "--run-dir", "disk/run", *new, "--checkpoint-every", "32",
+        setup=[tmpfs("disk", "12m")], expect="clean", exit_code=2, writes_nothing=False,
+        check=all_of(error_line("No space left", "--resume disk/run"), no_leftovers("disk/run"),
+                     trained_to(32, run="disk/run")))  # fmt: skip
+    # a resume: the next checkpoint does not fit -> the ones saved before are intact
+    add(g, "train", "--resume", "disk/run", "--timesteps", "128",
+        setup=[tmpfs("disk", "", run=True, spare_mb=8)], expect="clean", exit_code=2, writes_nothing=False,
+        check=all_of(error_line("No space left", "--resume disk/run"), no_leftovers("disk/run"),
+                     kept("disk/run/checkpoints/model_64_steps.zip", "checkpoints/model_64_steps.zip"),
+                     kept("disk/run/model.zip", "model.zip")))  # fmt: skip
+    full = [*good, tmpfs("disk", "256k"), text("disk/old.gif", "an older video\n"),
+            text("disk/old.png", "an older plot\n"), lambda d: _fill(d / "disk")]  # fmt: skip
+    # an older file of the same name is left as it was (writes_nothing)
+    add(g, "record", "run", "--out", "disk/old.gif", "--max-steps", "40", setup=full, needles=("No space",))
+    add(g, "record", "run", "--out", "disk/new.mp4", "--max-steps", "40", setup=full, needles=("No space",))
+    add(g, "plot", "run", "--out", "disk/old.png", setup=full, needles=("No space",))
+    add(g, "export", "run", "disk/out", setup=full, needles=("No space",))
+    add(g, "list", stdout_to="/dev/full", needles=("output", "No space"))
+    add(
+        g,
+        "eval",
+        "run",
+        "--episodes",
+        "1",
+        setup=good,
+        stdout_to="/dev/full",
+        expect="clean",
+        exit_code=2,
+        check=error_line("output", "No space"),
+    )  # fmt: skip  (its progress lines are on stderr too)
+    add(g, "plot", "run", setup=good, stdout_to="/dev/full", writes_nothing=False, needles=("output",))
+    # training's output is a log (log.txt, progress.csv hold it): a run whose stdout is lost trains on
+    add(g, "train", "ppo", ENV, "--run-dir", "run", *new, stdout_to="/dev/full", writes_nothing=False,
+        check=trained_to(64), **works)  # fmt: skip
+
+    g = "a folder where a file is expected"
+    for name in ("config.yaml", "log.txt", "model.zip", "progress.csv"):
+        for cmd in (["train", "--resume", "run", "--timesteps", "128"], ["eval", "run", "--episodes", "1"]):
+            bad = [*good, replace_with(f"run/{name}", "folder")]
+            if name == "progress.csv" and cmd[0] == "train":  # left as it was and said so: not merged
+                add(g, *cmd, setup=bad, writes_nothing=False, check=trained_to(128, "progress.csv"), **works)
+            elif name in ("log.txt", "progress.csv") and cmd[0] == "eval":  # not read by eval
+                add(g, *cmd, setup=bad, **works)
+            else:
+                add(g, *cmd, setup=bad, needles=(f"run/{name}",))
+    for name in ("checkpoints", "monitor"):
+        add(g, "train", "--resume", "run", "--timesteps", "128",
+            setup=[*good, replace_with(f"run/{name}", "file")], needles=(f"run/{name}",))  # fmt: skip
+    add(
+        g,
+        "plot",
+        "run",
+        setup=[*good, replace_with("run/config.yaml", "folder")],
+        writes_nothing=False,
+        **works,
+    )
+    add(g, "export", "run", "out", setup=[*good, replace_with("run/config.yaml", "folder")],
+        needles=("run/config.yaml",))  # fmt: skip
+    add(g, "plot", "run", setup=[*good, replace_with("run/monitor/0.monitor.csv", "folder")],
+        expect="warning", writes_nothing=False, needles=("0.monitor.csv",))  # fmt: skip
+    add(g, "export", "run", "out", setup=[*good, folder("out.txt")], writes_nothing=False, **works)
+
+    g = "a link to nothing in the run dir"
+    for name in ("monitor/9.monitor.csv", "checkpoints", "model.zip", "config.yaml",
+                 "checkpoints/model_64_steps.zip"):  # fmt: skip
+        link = [*good, replace_with(f"run/{name}", "link")]
+        resume = ["train", "--resume", "run", "--timesteps", "128"]
+        if name.startswith("monitor/"):  # a log of a game: skipped, said so (plot), or not read
+            add(g, *resume, setup=link, writes_nothing=False, check=trained_to(128), **works)
+            add(g, "plot", "run", setup=link, expect="warning", writes_nothing=False, needles=(name,))
+            add(g, "export", "run", "out", setup=link, needles=(name, "remove"))
+        else:
+            add(g, *resume, setup=link, needles=(f"run/{name}",) if "/" not in name else ())
+            add(g, "export", "run", "out", setup=link, writes_nothing=False,
+                expect="error" if name == "config.yaml" else "clean",
+                exit_code=None if name == "config.yaml" else 0)  # fmt: skip
+        add(g, "eval", "run", "--episodes", "1", setup=link, writes_nothing=name != "monitor/9.monitor.csv",
+            **({"needles": ("run/config.yaml",)} if name == "config.yaml" else works))  # fmt: skip
+
+    g = "ASCII locale (LC_ALL=C: Python's UTF-8 mode)"
+    pong = "runs/pöng-ü"
+    copy = [run_copy(pong)]
+    add(g, "train", "ppo", ENV, "--run-dir", pong, *new, env=ASCII, writes_nothing=False,
+        check=trained_to(64, run=pong), **works)  # fmt: skip
+    add(g, "train", "--resume", pong, "--timesteps", "96", setup=copy, env=ASCII, writes_nothing=False,
+        check=trained_to(96, run=pong), **works)  # fmt: skip
+    add(g, "eval", pong, "--episodes", "1", setup=copy, env=ASCII, **works)
+    add(g, "record", pong, "--out", "vidéo.gif", "--max-steps", "40", setup=copy, env=ASCII,
+        writes_nothing=False, check=made("vidéo.gif"), **works)  # fmt: skip
+    add(g, "plot", pong, "--title", "Pöng ü", "--out", "pöng.png", setup=copy, env=ASCII,
+        writes_nothing=False, check=made("pöng.png"), **works)  # fmt: skip
+    add(
+        g,
+        "plot",
+        pong,
+        "--title",
+        "Pöng 乒乓",
+        setup=copy,
+        env=ASCII,
+        writes_nothing=False,
+        expect="warning",
+        needles=("乒乓",),
+    )  # fmt: skip  (glyphs the font lacks: one warning line, not one per glyph)
+    add(g, "export", pong, "exp-ö", setup=copy, env=ASCII, writes_nothing=False, **works)
+    add(g, "list", "pöng", env=ASCII, needles=("pöng",))
+    g = "ASCII locale without UTF-8 mode (PYTHONUTF8=0)"
+    for argv in (["train", "--resume", pong, "--timesteps", "96"], ["eval", pong], ["plot", pong],
+                 ["record", pong, "--out", "a.mp4"], ["export", pong, "out"],
+                 ["plot", "run", "--title", "Pöng"]):  # fmt: skip
+        add(g, *argv, setup=[*copy, *good], env=PURE_ASCII, needles=("UTF-8",))
+    g = "a name in another encoding (Latin-1 bytes)"
+    latin = "r\udcf6n"  # b"r\xf6n": not UTF-8; Python holds the byte as a lone surrogate
+    for argv in (["train", "--resume", latin, "--timesteps", "96"], ["eval", latin], ["plot", latin]):
+        add(g, *argv, setup=[run_copy(latin)], needles=("UTF-8",))
+    return cases
+
+
 def all_cases() -> list[Case]:
     cases = train_cases() + resume_cases() + model_cases() + other_cases() + api_cases() + rllib_cases()
-    return cases + stop_cases()
+    return cases + stop_cases() + os_cases()
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -1180,13 +1541,18 @@ class Result:
     problems: list[str]
     seconds: float
     stderr: str
+    skipped: str = ""  # why the machine cannot produce the case's fault (e.g. no mount permission)
 
 
 def run_case(case: Case, base: Path, index: int, keep: bool) -> Result:
     d = base / f"case-{index:03d}"
     d.mkdir()
-    for setup in case.setup:
-        setup(d)
+    try:
+        for setup in case.setup:
+            setup(d)
+    except CaseSkipped as exc:
+        release_mounts(d)
+        return Result(case, [], 0.0, "", skipped=str(exc))
     before = snapshot(d)
     preexec = _file_modes_bind if case.read_only_binds and os.geteuid() == 0 else None
     t0 = time.monotonic()
@@ -1211,12 +1577,15 @@ def run_case(case: Case, base: Path, index: int, keep: bool) -> Result:
                 if case.expect == "api"
                 else [RETROKIT, *case.argv]
             )
-            res = subprocess.run(
-                argv, cwd=d, capture_output=True, text=True, env=CHILD_ENV,
-                timeout=API_TIMEOUT_S if case.expect == "api" else TIMEOUT_S, preexec_fn=preexec,
-            )  # fmt: skip
-            code, stdout, stderr = res.returncode, res.stdout, res.stderr
+            with open(case.stdout_to or os.devnull, "wb") as sink:
+                res = subprocess.run(
+                    argv, cwd=d, stdout=sink if case.stdout_to else subprocess.PIPE, stderr=subprocess.PIPE,
+                    text=True, errors="replace", env={**CHILD_ENV, **(case.env or {})},
+                    timeout=API_TIMEOUT_S if case.expect == "api" else TIMEOUT_S, preexec_fn=preexec,
+                )  # fmt: skip
+            code, stdout, stderr = res.returncode, res.stdout or "", res.stderr
     except subprocess.TimeoutExpired:
+        release_mounts(d)
         _make_writable(d)
         limit = API_TIMEOUT_S if case.expect == "api" else TIMEOUT_S
         return Result(case, [f"timed out after {limit} s"], time.monotonic() - t0, "")
@@ -1242,12 +1611,14 @@ def run_case(case: Case, base: Path, index: int, keep: bool) -> Result:
         if lines and needle not in lines[-1]:
             problems.append(f"line lacks {needle!r}")
     problems += live_problems(case, code, lines, stdout + stderr, checkpoints if live else [], d)
+    writable_mounts(d)
     _make_writable(d)
     if case.writes_nothing:
         after = snapshot(d)
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         if changed:
             problems.append(f"changed: {', '.join(changed[:4])}{' ...' if len(changed) > 4 else ''}")
+    release_mounts(d)
     if not keep:
         shutil.rmtree(d, ignore_errors=True)
     return Result(case, problems, seconds, stderr)
@@ -1280,6 +1651,9 @@ def main() -> int:
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             results = list(pool.map(lambda ic: run_case(ic[1], base, ic[0], args.keep), enumerate(cases)))
         failed = [r for r in results if r.problems]
+        skipped = [r for r in results if r.skipped]
+        for r in skipped:
+            print(f"skipped: {r.case.label}\n    why: {r.skipped}")
         if failed:
             print("\nFAILED CASES")
             for r in failed:
@@ -1296,8 +1670,8 @@ def main() -> int:
         for group, (n, bad) in by_group.items():
             print(f"{group:<30} {n:>5}  {bad:>6}")
         print(
-            f"\n{len(results)} cases, {len(results) - len(failed)} passed, {len(failed)} failed "
-            f"({time.monotonic() - t0:.0f} s)"
+            f"\n{len(results)} cases, {len(results) - len(failed) - len(skipped)} passed, "
+            f"{len(failed)} failed, {len(skipped)} skipped ({time.monotonic() - t0:.0f} s)"
         )
         if args.keep:
             print(f"case folders kept in {base}")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+import warnings
 
 import numpy as np
 
@@ -12,6 +14,10 @@ from retro_atari_kit.cli._common import CliError, user_errors
 from retro_atari_kit.cli.arguments import positive_int
 from retro_atari_kit.errors import check_output_path
 from retro_atari_kit.runs import atomic_write, read_monitor_csvs
+from retro_atari_kit.runs.files import check_creatable, os_error_message
+
+# matplotlib's warning for a character its font cannot draw (a CJK title with DejaVu Sans), one per glyph
+_MISSING_GLYPH = re.compile(r"Glyph (\d+) .*missing from")
 
 
 def add_parser(sub) -> None:
@@ -81,10 +87,16 @@ def windows_shown(smooth: list[int], games: int) -> list[int]:
 
 
 def plot_runs(
-    run_dirs: list[str], out: str, x: str = "steps", smooth: list[int] | None = None, title: str | None = None
+    run_dirs: list[str],
+    out: str,
+    x: str = "steps",
+    smooth: list[int] | None = None,
+    title: str | None = None,
+    notes: list[str] | None = None,
 ) -> str:
     """Write the PNG; returns its path. One column per window of ``smooth`` that the longest run has the
-    games for (:func:`windows_shown`); ``title`` defaults to :func:`default_title`."""
+    games for (:func:`windows_shown`); ``title`` defaults to :func:`default_title`. Characters the font
+    cannot draw (drawn as boxes) are named in one line appended to ``notes``, not one warning each."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -108,9 +120,19 @@ def plot_runs(
             ax.legend(fontsize=7)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=110))
-    plt.close(fig)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fig.tight_layout()
+            atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=110))
+    finally:
+        plt.close(fig)
+    missing = {chr(int(m.group(1))) for w in caught if (m := _MISSING_GLYPH.search(str(w.message)))}
+    for w in caught:
+        if not _MISSING_GLYPH.search(str(w.message)):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if missing and notes is not None:
+        notes.append(f"the font has no {''.join(sorted(missing))!r} (title or run names): drawn as boxes")
     return out
 
 
@@ -120,13 +142,23 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"{d}: no such run dir")
     if not args.out.lower().endswith(".png"):
         raise CliError(f"--out {args.out!r}: use a .png file name")
-    warnings: list[str] = []  # one line per damaged monitor CSV; damage never stops the plot
+    notes: list[str] = []  # one line per damaged monitor CSV; damage never stops the plot
     with user_errors():
         check_output_path(args.out)
-        data = {d: read_monitor_csvs(d, warnings=warnings) for d in args.run_dirs}
-    for line in dict.fromkeys(warnings):  # a run given twice: its files are named once
+        try:  # a name too long, /proc, a read-only disk: said before the runs are read
+            check_creatable(args.out)
+        except OSError as exc:
+            raise CliError(os_error_message(exc, "--out", flag="--out")) from None
+        data = {d: read_monitor_csvs(d, warnings=notes) for d in args.run_dirs}
+    for line in dict.fromkeys(notes):  # a run given twice: its files are named once
         print(f"retrokit: warning: {line}", file=sys.stderr)
-    out = plot_runs(args.run_dirs, args.out, x=args.x, smooth=args.smooth, title=args.title)
+    glyphs: list[str] = []
+    try:
+        out = plot_runs(args.run_dirs, args.out, x=args.x, smooth=args.smooth, title=args.title, notes=glyphs)
+    except OSError as exc:  # a full disk: the old PNG, if any, is left as it was
+        raise CliError(os_error_message(exc, "cannot write", flag="--out")) from None
+    for line in glyphs:
+        print(f"retrokit: warning: {line}", file=sys.stderr)
     for d, v in data.items():
         last = v["r"][-100:]
         mean = f"{last.mean():.2f}" if last.size else "n/a"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from retro_atari_kit.cli._common import add_play_options, user_errors
+from retro_atari_kit.cli._common import CliError, add_play_options, user_errors
 from retro_atari_kit.cli.arguments import positive_int, seed
 
 
@@ -50,20 +50,24 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from retro_atari_kit.cli.evaluate import load_target
     from retro_atari_kit.recording import check_video_path, record_video
+    from retro_atari_kit.runs.files import os_error_message
 
     with user_errors():
         check_video_path(args.out)  # before the model is loaded and a whole game is played
     model, _, env_id, env_kwargs = load_target(args.target, args.env, {}, args.device)
-    out, scores = record_video(
-        model,
-        env_id,
-        env_kwargs,
-        args.out,
-        episodes=args.episodes,
-        seed=args.seed,
-        deterministic=args.deterministic,
-        max_steps=args.max_steps,
-    )
+    try:
+        out, scores = record_video(
+            model,
+            env_id,
+            env_kwargs,
+            args.out,
+            episodes=args.episodes,
+            seed=args.seed,
+            deterministic=args.deterministic,
+            max_steps=args.max_steps,
+        )
+    except OSError as exc:  # a full disk while writing: no half video, an older one left as it was
+        raise CliError(os_error_message(exc, "cannot write video", flag="--out")) from None
     print(
         f"wrote {out} ({len(scores)} game(s), true scores {', '.join(f'{s:g}' for s in scores)})",
         file=sys.stderr,

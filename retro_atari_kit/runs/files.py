@@ -5,23 +5,74 @@ Every file (or directory) is written under a temporary name in the destination's
 is atomic on POSIX and Windows within one file system; the directory is flushed too, so after a power loss
 the destination is the old file or the new one, whole. A process killed while writing (SIGKILL, the OOM
 killer) leaves only its temporary: :func:`leftover_temporaries` finds them.
+
+When the operating system says no (a name too long, a read-only or full disk, a folder where a file is
+expected, /proc), the OSError names the destination, never the temporary, and :func:`os_error_message` turns
+it into the kit's one line: what failed, where, why, and what to do.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import shutil
 from collections.abc import Callable
 
 _TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)")  # a temporary of _temporary_path, or its ".old" aside
+_ASIDE = ".old"  # atomic_write's name for a directory being replaced: <temporary>.old
+
+
+def _name_max(directory: str) -> int:
+    """The longest name (in bytes) the file system of ``directory`` takes (255 on Linux's usual ones)."""
+    try:
+        return int(os.pathconf(directory, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
 
 
 def _temporary_path(path: str) -> str:
     directory, name = os.path.split(os.path.abspath(path))
     stem, ext = os.path.splitext(name)
+    tail = f".tmp-{os.getpid()}{ext}"
+    # a long destination name still gets a temporary (and its ".old" aside) the file system takes
+    room = _name_max(directory) - len(os.fsencode(tail)) - len(_ASIDE) - 1
+    stem = os.fsdecode(os.fsencode(stem)[: max(room, 1)]) if len(os.fsencode(stem)) > room else stem
     # keep the extension last: some writers (SB3's model.save) append ".zip" to names without it
-    return os.path.join(directory, f".{stem}.tmp-{os.getpid()}{ext}")
+    return os.path.join(directory, f".{stem}{tail}")
+
+
+def _too_long(path: str, names: list[str], directory: str) -> None:
+    """OSError(ENAMETOOLONG) naming ``path`` if one of ``names`` is longer than ``directory``'s file system
+    takes: found before anything is written, not after a whole checkpoint was."""
+    limit = _name_max(directory)
+    if any(len(os.fsencode(name)) > limit for name in names):
+        raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), path)
+
+
+def check_creatable(path: str) -> None:
+    """OSError naming ``path`` unless a file or folder can be made there, with any missing folders above it:
+    every missing name fits the file system, and the nearest existing folder takes a new entry (a probe file,
+    made and removed at once). Finds a name too long, a read-only file system, a folder without write
+    permission (for root too), /proc and other virtual file systems, a file where a folder is expected.
+    Leaves nothing behind; a full disk usually still takes the probe (the write itself reports it)."""
+    full = os.path.abspath(path)
+    directory, missing = os.path.dirname(full), [os.path.basename(full)]
+    if os.path.lexists(full):  # replaced: its folder must take the temporary
+        missing = []
+    while not os.path.exists(directory) and os.path.dirname(directory) != directory:
+        missing.append(os.path.basename(directory))
+        directory = os.path.dirname(directory)
+    if not os.path.isdir(directory):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+    _too_long(path, missing, directory)
+    probe = os.path.join(directory, f".retrokit-probe.tmp-{os.getpid()}")  # a leftover is a temporary
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.remove(probe)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, path) from None
 
 
 def leftover_temporaries(directory: str) -> list[str]:
@@ -58,27 +109,55 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
 
     A directory that already exists at ``path`` is replaced as a whole (renamed aside, then removed), so
     directory checkpoints (e.g. RLlib's) are as atomic as file ones. On an exception nothing at ``path``
-    changes and the temporary is removed.
+    changes and the temporary is removed. An OSError (a full disk, a read-only one, ...) names ``path``, also
+    when the writer reported it as another exception (torch's zip writer on a full disk raises RuntimeError).
     """
+    _too_long(path, [os.path.basename(os.path.abspath(path))], os.path.dirname(os.path.abspath(path)))
     tmp = _temporary_path(path)
     try:
         write(tmp)
         if os.path.isfile(tmp):  # on disk before it takes the name: a crash never leaves a named stub
             _sync(tmp)
         if os.path.isdir(tmp) and os.path.isdir(path):
-            old = f"{tmp}.old"
+            old = f"{tmp}{_ASIDE}"
             os.replace(path, old)
             os.replace(tmp, path)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
         _sync(os.path.dirname(tmp))
-    except BaseException:
+    except BaseException as exc:
+        full = isinstance(exc, RuntimeError) and _no_space(
+            os.path.dirname(tmp)
+        )  # while the temporary is there
+        old = f"{tmp}{_ASIDE}"
+        if os.path.isdir(old) and not os.path.lexists(path):  # the replaced directory goes back
+            with contextlib.suppress(OSError):
+                os.replace(old, path)
         if os.path.isdir(tmp):
             shutil.rmtree(tmp, ignore_errors=True)
         elif os.path.exists(tmp):
-            os.remove(tmp)
+            with contextlib.suppress(OSError):  # the error being raised is the one to report
+                os.remove(tmp)
+        if isinstance(exc, OSError) and exc.errno is not None:
+            if exc.filename is None or str(exc.filename).startswith(tmp):
+                exc.filename, exc.filename2 = path, None  # the destination, not our temporary
+        elif isinstance(exc, RuntimeError):  # torch's writers: C++ stream errors without an errno
+            cause = exc.__context__ if isinstance(exc.__context__, OSError) else None
+            code = cause.errno if cause is not None and cause.errno else errno.ENOSPC if full else None
+            if code is not None:
+                raise OSError(code, os.strerror(code), path) from exc
         raise
+
+
+def _no_space(directory: str) -> bool:
+    """Whether the file system of ``directory`` is full (less than 1 MiB left to this user)."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return False
+    blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail  # root may use the reserved blocks
+    return blocks * st.f_frsize < 1 << 20
 
 
 def atomic_write_bytes(path: str, data: bytes, mode: int = 0o644) -> None:
@@ -104,3 +183,108 @@ def atomic_write_text(path: str, text: str) -> None:
             os.fsync(fh.fileno())
 
     atomic_write(path, write)
+
+
+def check_entries(directory: str, files: tuple[str, ...], folders: tuple[str, ...], what: str) -> None:
+    """RunError if an entry of ``directory`` that will be written is not what the writer expects: one of
+    ``files`` is a folder, one of ``folders`` is a file, or either is a link to nothing. Missing ones are
+    fine. Run it before anything is written, so the refusal leaves the directory as it was."""
+    from retro_atari_kit.errors import RunError
+
+    for name in (*files, *folders):
+        path = os.path.join(directory, name)
+        if os.path.islink(path) and not os.path.exists(path):
+            why = f"a link to {os.readlink(path)}, which does not exist; restore it or remove the link"
+        elif name in files and os.path.isdir(path):
+            why = "a folder where a file is expected; move it away and retry"
+        elif name in folders and os.path.lexists(path) and not os.path.isdir(path):
+            why = "a file where a folder is expected; move it away and retry"
+        else:
+            continue
+        raise RunError(f"{what} {directory}: {path} is {why}")
+
+
+# what to do, by errno, when the operating system refuses a path (os_error_message)
+_ADVICE = {
+    errno.ENAMETOOLONG: "a name in it is longer than its file system takes ({limit} bytes); shorten it",
+    errno.ENOSPC: "the disk is full; free some space or use another disk",
+    errno.EDQUOT: "the disk quota is used up; free some space or use another disk",
+    errno.EFBIG: "the file is larger than the file system takes; use another disk",
+    errno.EROFS: "the file system is read-only; use a path on a writable disk",
+    errno.EACCES: "check its permissions (and its folders'), or use another path",
+    errno.EPERM: "check its permissions (and its folders'), or use another path",
+    errno.EISDIR: "a folder is where a file is expected; move the folder away or use another path",
+    errno.ENOTDIR: "a file is where a folder is expected; move the file away or use another path",
+    errno.EEXIST: "something is already there; move it away or use another path",
+    errno.ELOOP: "a link in it leads back to itself; fix the link",
+    errno.EIO: "the disk (or network file system) failed; check it, then retry",
+    errno.EMFILE: "too many open files; raise the limit (ulimit -n) and retry",
+    errno.ENFILE: "too many open files; raise the limit (ulimit -n) and retry",
+}
+_VIRTUAL = ("/proc", "/sys")  # the kernel's views: no files can be made there
+
+
+def _shown(path: str) -> str:
+    """``path`` for a message: a name longer than 60 characters is cut to its start and its length."""
+    parts = [p if len(p) <= 60 else f"{p[:24]}...({len(p)} characters)" for p in path.split(os.sep)]
+    return os.sep.join(parts)
+
+
+def os_error_advice(exc: OSError) -> str:
+    """What to do about ``exc``: a broken link, a virtual file system, a full disk, ... (one clause)."""
+    path = os.fsdecode(exc.filename) if isinstance(exc.filename, (str, bytes)) else None
+    if exc.errno == errno.ENOENT and path is not None:
+        link = next((p for p in _ancestors(path) if os.path.islink(p) and not os.path.exists(p)), None)
+        if link is not None:
+            target = os.readlink(link)
+            return f"{link} is a link to {target}, which does not exist; restore it or remove the link"
+        virtual = next((v for v in _VIRTUAL if _under(os.path.realpath(path), v)), None)
+        if virtual is not None:
+            return f"{virtual} is the kernel's view of the system, not a disk; use a path on a disk"
+        return "no such file or folder; check the path"
+    advice = _ADVICE.get(exc.errno, "check the path, or use another one")
+    if "{limit}" in advice:
+        advice = advice.format(limit=_name_max(os.path.dirname(os.path.abspath(path or "."))))
+    return advice
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder + os.sep)
+
+
+def _ancestors(path: str) -> list[str]:
+    """``path`` and the folders above it, nearest first (as given, not resolved)."""
+    out = [path]
+    while os.path.dirname(out[-1]) not in ("", out[-1]):
+        out.append(os.path.dirname(out[-1]))
+    return out
+
+
+def os_error_message(exc: OSError, what: str = "", advice: str | None = None, flag: str | None = None) -> str:
+    """One line for an OSError the user can act on: ``<what> <path>: <strerror>; <what to do>`` (the advice
+    of :func:`os_error_advice` unless ``advice`` is given; with ``flag``, a folder that refuses new files
+    is named and another ``flag`` asked for); the path is left out when the error has none."""
+    why = exc.strerror or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    path = os.fsdecode(exc.filename) if isinstance(exc.filename, (str, bytes)) else None
+    if advice is None and flag is not None and path is not None:
+        blocker = next((p for p in _ancestors(os.path.abspath(path)) if os.path.lexists(p)), "")
+        if exc.errno in _NOT_WRITABLE:
+            advice = f"{nearest_folder(path)} is not writable; pass another {flag}"
+        elif exc.errno == errno.ENOTDIR and not os.path.isdir(blocker):
+            advice = f"{blocker} is a file, not a folder; pass another {flag}"
+        elif exc.errno == errno.ENAMETOOLONG:
+            advice = os_error_advice(exc).replace("shorten it", f"pass a shorter {flag}")
+    head = " ".join(part for part in (what, _shown(path) if path is not None else "") if part)
+    line = f"{why}; {advice or os_error_advice(exc)}"
+    return f"{head}: {line}" if head else line
+
+
+_NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def nearest_folder(path: str) -> str:
+    """The nearest folder above ``path`` (absolute) that exists: where a new ``path`` would be made."""
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return folder

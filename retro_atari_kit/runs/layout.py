@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from retro_atari_kit.errors import RunError
-from retro_atari_kit.runs.files import atomic_write_text
+from retro_atari_kit.runs.files import atomic_write_text, check_creatable, check_entries, os_error_message
 from retro_atari_kit.runs.lock import describe_owner, lock_owner, stop_hint
 from retro_atari_kit.runs.stop import active_stop_request
 
@@ -34,6 +34,10 @@ CONFIG_MARKER = "retro-atari-kit run"
 MONITOR_DIR = "monitor"
 ORPHANED_PREFIX = "orphaned-"
 ENGINES = ("sb3", "rllib")
+# what training writes in a run dir, by kind: checked before a resume writes anything (check_entries);
+# progress.csv is not: one that cannot be read is left as it was and not merged, saying so (progress.py)
+RUN_FILES = ("log.txt", "evaluations.csv", "model.zip")
+RUN_FOLDERS = ("checkpoints", MONITOR_DIR)
 
 
 def default_run_dir(env_id: str, algo: str, network: str, seed: int, root: str = "runs") -> str:
@@ -46,6 +50,10 @@ def default_run_dir(env_id: str, algo: str, network: str, seed: int, root: str =
 def check_new_run_dir(run_dir: str, force: bool) -> None:
     """Raise RunError unless ``create_run_dir(run_dir, force)`` would succeed. Changes nothing."""
     if not os.path.exists(run_dir):
+        try:  # a name too long, a read-only disk, /proc, ...: said before anything is built
+            check_creatable(run_dir)
+        except OSError as exc:
+            raise RunError(os_error_message(exc, "cannot create run dir", flag="--run-dir")) from None
         return
     if not force:
         raise RunError(
@@ -76,7 +84,10 @@ def create_run_dir(run_dir: str, force: bool = False) -> None:
         stop.raise_if_requested("interrupted before the run dir was created; nothing was written")
     if os.path.exists(run_dir):
         shutil.rmtree(run_dir)
-    os.makedirs(run_dir)
+    try:
+        os.makedirs(run_dir)
+    except OSError as exc:
+        raise RunError(os_error_message(exc, "cannot create run dir", flag="--run-dir")) from None
 
 
 def write_config(run_dir: str, config: dict[str, Any]) -> None:
@@ -106,6 +117,9 @@ def load_config(run_dir: str) -> dict[str, Any]:
     Runs written before engines were recorded are SB3 runs (``engine`` defaults to ``sb3``).
     """
     path = os.path.join(run_dir, CONFIG_FILE)
+    if os.path.isdir(path) or (os.path.islink(path) and not os.path.exists(path)):  # not "no config.yaml"
+        why = "a folder" if os.path.isdir(path) else f"a link to {os.readlink(path)}, which does not exist"
+        raise RunError(f"{path} is {why}; restore the run's {CONFIG_FILE} (or start a new run)")
     if not os.path.isfile(path):
         raise RunError(
             f"{run_dir} is not a retrokit run dir (no {CONFIG_FILE}); pass a run dir made by retrokit train"
@@ -161,6 +175,7 @@ def open_for_resume(run_dir: str) -> dict[str, Any]:
     if not os.path.isdir(run_dir):
         raise RunError(f"--resume {run_dir}: no such run dir")
     config = load_config(run_dir)
+    check_entries(run_dir, files=RUN_FILES, folders=RUN_FOLDERS, what="--resume")
     owner = lock_owner(run_dir)
     if owner is not None:
         raise RunError(
