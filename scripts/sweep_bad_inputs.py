@@ -455,6 +455,21 @@ def resume_cases() -> list[Case]:
         expect="clean", exit_code=0, writes_nothing=False,
         check=trained_to(640, "model_64_steps.zip: not a complete zip", "model_32_steps.zip (32 steps)"),
     )  # fmt: skip
+    # an edited config.yaml is honoured (a hyperparameter) or refused before anything is written or removed
+    # (what the checkpoint's weights fix), even with a checkpoint cut short that a resume would remove
+    wider = edit_config(lambda t: t.replace("net_arch: []", "net_arch: [64]"))
+    resume("run", "--timesteps", "640", setup=[run_copy(), wider], needles=("net_arch is [64]",))
+    resume(
+        "run", "--timesteps", "640", needles=("policy_kwargs.net_arch",),
+        setup=[run_copy(), damage("checkpoints/model_64_steps.zip", "truncate"), wider],
+    )  # fmt: skip
+    impala = set_field("network", "impala")
+    resume("run", "--timesteps", "640", setup=[run_copy(), impala], needles=("network 'impala'",))
+    resume(
+        "run", "--timesteps", "128", expect="clean", exit_code=0, writes_nothing=False,
+        setup=[run_copy(), edit_config(lambda t: t.replace("ent_coef: 0.01", "ent_coef: 0.02"))],
+        check=trained_to(128, "ent_coef: 0.02"),
+    )  # fmt: skip
     # damaged logs (not UTF-8, NUL bytes, cut-off lines, an emptied monitor CSV, a part of a killed resume)
     # never stop a resume; a damaged config.yaml is one line and leaves every byte as it was
     resume(

@@ -146,3 +146,13 @@ def test_edited_env_is_refused_before_anything_is_written(tiny_run, tmp_path, ca
     err = capsys.readouterr().err
     assert "was trained on observations (4, 84, 84) uint8" in err and "(2, 84, 84) uint8" in err, err
     assert _snapshot(run) == before
+
+
+def test_edited_network_field_is_refused_naming_it(tiny_run, tmp_path, capsys):
+    run = _copy(tiny_run, tmp_path)
+    _edit(run, lambda c: c.update(network="impala"))
+    before = _snapshot(run)
+    assert main(["train", "--resume", run]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "says network 'impala'" in err and "holds a nature CNN; put network: nature back" in err, err
+    assert _snapshot(run) == before

@@ -16,6 +16,7 @@ from typing import Any
 import gymnasium as gym
 import yaml
 from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class
+from retro_atari_kit.integrations.sb3.presets import EXTRACTORS
 from retro_atari_kit.integrations.sb3.training.config import (
     algo_kwargs,
     check_model_builds,
@@ -97,6 +98,9 @@ def _stored_policy(path: str) -> tuple[Any, Any]:
 
 
 def _yaml(value: Any) -> str:
+    """``value`` as config.yaml writes it in one line; a class by its name."""
+    if isinstance(value, type):
+        return value.__name__
     text = yaml.safe_dump(value, default_flow_style=True) if _plain(value) else repr(value)
     return text.strip().removesuffix("...").strip()
 
@@ -122,6 +126,14 @@ def _check_checkpoint(path: str, config: dict[str, Any], checked: Any) -> None:
             f"a {stored_class.__name__}; put the policy back in config.yaml (start a new run for another one)"
         )
     wanted = kwargs.get("policy_kwargs") or {}
+    extractor = stored_kwargs.get("features_extractor_class")
+    name = f"{extractor.__module__}.{extractor.__qualname__}" if isinstance(extractor, type) else None
+    held = next((network for network, path in EXTRACTORS.items() if path == name), None)
+    if held is not None and held != config["network"]:
+        raise RunError(
+            f"config.yaml says network {config['network']!r} but {path} holds a {held} CNN; put network: "
+            f"{held} back in config.yaml (start a new run for another network)"
+        )
     for key in sorted(set(wanted) | set(stored_kwargs)):
         if wanted.get(key) != stored_kwargs.get(key):
             raise RunError(
