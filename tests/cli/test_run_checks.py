@@ -4,9 +4,7 @@ run dir, not even the leftovers of a write cut short. Real ALE envs, real SB3 PP
 
 from __future__ import annotations
 
-import glob
 import os
-import shutil
 
 import gymnasium as gym
 import pytest
@@ -20,31 +18,6 @@ from retro_atari_kit.runs import RunError, TrainSpec
 from retro_atari_kit.runs.resume import prepare_resume as run_layer_resume
 
 ENV = "RetroKit/Pong-v0"
-TINY = ["--n-envs", "1", "--set", "n_steps=32", "--set", "batch_size=32"]
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory) -> str:
-    """A finished 64-step PPO run with checkpoints at 32 and 64 steps."""
-    run = str(tmp_path_factory.mktemp("checks") / "pong")
-    argv = ["train", "ppo", ENV, "--timesteps", "64", "--run-dir", run, *TINY, "--checkpoint-every", "32"]
-    assert main(argv) == 0
-    return run
-
-
-def _copy(run: str, tmp_path) -> str:
-    target = str(tmp_path / "run")
-    shutil.copytree(run, target)
-    return target
-
-
-def _snapshot(run: str) -> dict[str, bytes]:
-    files = {}
-    for path in glob.glob(os.path.join(run, "**"), recursive=True):
-        if os.path.isfile(path):
-            with open(path, "rb") as fh:
-                files[os.path.relpath(path, run)] = fh.read()
-    return files
 
 
 def _edit(run: str, change) -> None:
@@ -77,8 +50,8 @@ def test_new_run_builds_the_env_once_before_training(tmp_path, monkeypatch):
     assert os.path.isfile(os.path.join(run_dir, "config.yaml")) and config["env_id"] == ENV
 
 
-def test_resume_builds_the_env_once_before_training(tiny_run, tmp_path, monkeypatch):
-    run = _copy(tiny_run, tmp_path)
+def test_resume_builds_the_env_once_before_training(run_copy, monkeypatch):
+    run = run_copy
     counter = _CountingMake()
     monkeypatch.setattr(gym, "make", counter)
     prepare_resume(run, out=lambda line: None)
@@ -104,8 +77,8 @@ def test_an_engine_only_prepares_and_resumes_its_own_runs(tiny_run, tmp_path):
         run_layer_resume(tiny_run, None, other)
 
 
-def test_edited_hyperparameters_are_honoured_on_resume(tiny_run, tmp_path):
-    run = _copy(tiny_run, tmp_path)
+def test_edited_hyperparameters_are_honoured_on_resume(run_copy):
+    run = run_copy
     _edit(run, lambda c: c["hyperparams"].update(ent_coef=0.05, n_epochs=2, learning_rate=1e-4))
     config, _, checkpoint = prepare_resume(run, out=lambda line: None)
     model = load_model(checkpoint, algo="ppo", device="cpu", overrides=load_hyperparams(config))
@@ -114,22 +87,22 @@ def test_edited_hyperparameters_are_honoured_on_resume(tiny_run, tmp_path):
     assert main(["train", "--resume", run, "--timesteps", "96"]) == 0  # and it trains with them
 
 
-def test_edited_network_is_refused_and_nothing_changes(tiny_run, tmp_path, capsys):
-    run = _copy(tiny_run, tmp_path)
+def test_edited_network_is_refused_and_nothing_changes(run_copy, capsys, snapshot):
+    run = run_copy
     _edit(run, lambda c: c["hyperparams"]["policy_kwargs"].update(net_arch=[64]))
     # a zip whose write was cut short: a resume that goes on removes it, a refused one must not
     with open(os.path.join(run, "checkpoints", "model_96_steps.zip"), "wb") as fh:
         fh.write(b"PK\x03\x04 cut short")
-    before = _snapshot(run)
+    before = snapshot(run)
     assert main(["train", "--resume", run]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
     assert "hyperparams.policy_kwargs.net_arch is [64]" in err and "was built with []" in err, err
-    assert _snapshot(run) == before
+    assert snapshot(run) == before
 
 
-def test_cut_short_checkpoint_removed_only_when_the_resume_goes_on(tiny_run, tmp_path, capsys):
-    run = _copy(tiny_run, tmp_path)
+def test_cut_short_checkpoint_removed_only_when_the_resume_goes_on(run_copy, capsys):
+    run = run_copy
     cut = os.path.join(run, "checkpoints", "model_96_steps.zip")
     with open(cut, "wb") as fh:
         fh.write(b"PK\x03\x04 cut short")
@@ -138,21 +111,21 @@ def test_cut_short_checkpoint_removed_only_when_the_resume_goes_on(tiny_run, tmp
     assert f"removed {cut}" in capsys.readouterr().out
 
 
-def test_edited_env_is_refused_before_anything_is_written(tiny_run, tmp_path, capsys):
-    run = _copy(tiny_run, tmp_path)
+def test_edited_env_is_refused_before_anything_is_written(run_copy, capsys, snapshot):
+    run = run_copy
     _edit(run, lambda c: c["env_kwargs"].update(frame_stack=2))
-    before = _snapshot(run)
+    before = snapshot(run)
     assert main(["train", "--resume", run, "--timesteps", "128"]) == 2
     err = capsys.readouterr().err
     assert "was trained on observations (4, 84, 84) uint8" in err and "(2, 84, 84) uint8" in err, err
-    assert _snapshot(run) == before
+    assert snapshot(run) == before
 
 
-def test_edited_network_field_is_refused_naming_it(tiny_run, tmp_path, capsys):
-    run = _copy(tiny_run, tmp_path)
+def test_edited_network_field_is_refused_naming_it(run_copy, capsys, snapshot):
+    run = run_copy
     _edit(run, lambda c: c.update(network="impala"))
-    before = _snapshot(run)
+    before = snapshot(run)
     assert main(["train", "--resume", run]) == 2
     err = capsys.readouterr().err.strip()
     assert "says network 'impala'" in err and "holds a nature CNN; put network: nature back" in err, err
-    assert _snapshot(run) == before
+    assert snapshot(run) == before

@@ -26,30 +26,6 @@ TINY = ["--n-envs", "1", "--set", "n_steps=32", "--set", "batch_size=32"]
 CLI = [sys.executable, "-m", "retro_atari_kit.cli"]
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory) -> str:
-    """A finished 64-step PPO run with checkpoints at 32 and 64 steps."""
-    run = str(tmp_path_factory.mktemp("faults") / "pong")
-    argv = ["train", "ppo", ENV, "--timesteps", "64", "--run-dir", run, *TINY, "--checkpoint-every", "32"]
-    assert main(argv) == 0
-    return run
-
-
-def _copy(run: str, tmp_path) -> str:
-    target = str(tmp_path / "run")
-    shutil.copytree(run, target)
-    return target
-
-
-def _snapshot(run: str) -> dict[str, bytes]:
-    files = {}
-    for path in glob.glob(os.path.join(run, "**"), recursive=True) + glob.glob(os.path.join(run, ".*")):
-        if os.path.isfile(path):
-            with open(path, "rb") as fh:
-                files[os.path.relpath(path, run)] = fh.read()
-    return files
-
-
 def _totals(run: str) -> list[int]:
     with open(os.path.join(run, "progress.csv"), newline="") as fh:
         return [int(float(row["time/total_timesteps"])) for row in csv.DictReader(fh)]
@@ -67,8 +43,8 @@ def _steps_of(path: str) -> int:
     return int(PPO.load(path, device="cpu").num_timesteps)
 
 
-def test_resumes_started_together_exactly_one_trains(tiny_run, tmp_path):
-    run = _copy(tiny_run, tmp_path)
+def test_resumes_started_together_exactly_one_trains(run_copy):
+    run = run_copy
     cmd = [*CLI, "train", "--resume", run, "--timesteps", "320"]
     procs = [
         subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)
@@ -163,8 +139,8 @@ def test_a_signal_right_after_config_yaml_appears_leaves_no_half_made_run(tmp_pa
     assert not os.path.exists(run)  # the same command can simply be run again
 
 
-def test_resume_and_force_ignore_a_lock_file_naming_an_unrelated_process(tiny_run, tmp_path, capsys):
-    run = _copy(tiny_run, tmp_path)
+def test_resume_and_force_ignore_a_lock_file_naming_an_unrelated_process(run_copy, capsys):
+    run = run_copy
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         for argv in (
@@ -196,26 +172,26 @@ def test_resume_and_force_ignore_a_lock_file_naming_an_unrelated_process(tiny_ru
         ("network: nature", "network: [nature]", ["network: unknown network ['nature']; choose"]),
     ],
 )
-def test_resume_of_a_hand_edited_config_writes_nothing(tiny_run, tmp_path, capsys, old, new, needles):
-    run = _copy(tiny_run, tmp_path)
+def test_resume_of_a_hand_edited_config_writes_nothing(run_copy, capsys, old, new, needles, snapshot):
+    run = run_copy
     path = os.path.join(run, "config.yaml")
     text = open(path).read()
     assert old in text
     with open(path, "w") as fh:
         fh.write(text.replace(old, new))
-    before = _snapshot(run)
+    before = snapshot(run)
     capsys.readouterr()
     assert main(["train", "--resume", run, "--timesteps", "500"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("retrokit: error:"), err
     for needle in needles:
         assert needle in err, err
-    assert _snapshot(run) == before  # not even --timesteps went into config.yaml
+    assert snapshot(run) == before  # not even --timesteps went into config.yaml
 
 
-def test_a_damaged_progress_part_does_not_make_the_run_unresumable(tiny_run, tmp_path, capsys):
+def test_a_damaged_progress_part_does_not_make_the_run_unresumable(run_copy, capsys):
     # what two resumes writing one part file at once used to leave: rows of both interleaved
-    run = _copy(tiny_run, tmp_path)
+    run = run_copy
     os.makedirs(os.path.join(run, "monitor", "resume-1"))
     with open(os.path.join(run, "progress.part1.csv"), "w") as fh:
         fh.write("time/total_timesteps,train/loss\n96,0.5\n96,0.5,time/total_timesteps,train/loss\n1")
@@ -227,10 +203,8 @@ def test_a_damaged_progress_part_does_not_make_the_run_unresumable(tiny_run, tmp
 
 
 @pytest.mark.parametrize("named", ["a third", "empty"])
-def test_resume_removes_what_a_kill_mid_save_left_and_starts_from_the_last_complete(
-    tiny_run, tmp_path, capsys, named
-):
-    run = _copy(tiny_run, tmp_path)
+def test_resume_removes_what_a_kill_mid_save_left_and_starts_from_the_last_complete(run_copy, capsys, named):
+    run = run_copy
     ckpts = os.path.join(run, "checkpoints")
     good = os.path.join(ckpts, "model_64_steps.zip")
     with open(good, "rb") as fh:
@@ -256,23 +230,23 @@ def test_resume_removes_what_a_kill_mid_save_left_and_starts_from_the_last_compl
     assert not _leftovers(run)
 
 
-def test_resume_removes_nothing_named_when_no_checkpoint_is_complete(tiny_run, tmp_path, capsys):
-    run = _copy(tiny_run, tmp_path)
+def test_resume_removes_nothing_named_when_no_checkpoint_is_complete(run_copy, capsys, snapshot):
+    run = run_copy
     for _, path in list_checkpoints(run):
         with open(path, "r+b") as fh:
             fh.truncate(100)
-    before = _snapshot(run)
+    before = snapshot(run)
     capsys.readouterr()
     assert main(["train", "--resume", run, "--timesteps", "96"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "cannot read checkpoint" in err, err
-    assert _snapshot(run) == before
+    assert snapshot(run) == before
 
 
-def test_model_zip_survives_a_damaged_last_checkpoint(tiny_run, tmp_path):
+def test_model_zip_survives_a_damaged_last_checkpoint(tiny_run, run_copy):
     final, (steps, last) = os.path.join(tiny_run, "model.zip"), list_checkpoints(tiny_run)[-1]
     assert not os.path.samefile(final, last)  # two files (a copy of the run could not tell a hard link)
-    run = _copy(tiny_run, tmp_path)
+    run = run_copy
     steps, last = list_checkpoints(run)[-1]
     with open(last, "r+b") as fh:  # damaged in place, e.g. by a disk error: model.zip is another file
         fh.write(b"\0" * 64)
@@ -297,23 +271,23 @@ def _rllib_run_with_config_edit(tmp_path, old: str, new: str) -> str:
 
 
 @pytest.mark.parametrize("network", ["resnet", "[nature]"])
-def test_rllib_resume_checks_the_network_as_every_engine_does(tmp_path, capsys, network):
+def test_rllib_resume_checks_the_network_as_every_engine_does(tmp_path, capsys, network, snapshot):
     run = _rllib_run_with_config_edit(tmp_path, "\nnetwork: nature\n", f"\nnetwork: {network}\n")
-    before = _snapshot(run)
+    before = snapshot(run)
     capsys.readouterr()
     assert main(["train", "--resume", run, "--timesteps", "3e6"]) == 2
     err = capsys.readouterr().err.strip()
     shown = repr(["nature"] if network == "[nature]" else network)
     assert len(err.splitlines()) == 1, err
     assert f"config.yaml: network: unknown network {shown}; choose one of nature, impala" in err, err
-    assert _snapshot(run) == before
+    assert snapshot(run) == before
 
 
-def test_rllib_resume_names_an_algo_that_does_not_match_the_checkpoint(tmp_path, capsys):
+def test_rllib_resume_names_an_algo_that_does_not_match_the_checkpoint(tmp_path, capsys, snapshot):
     run = _rllib_run_with_config_edit(tmp_path, "\nalgo: ppo\n", "\nalgo: appo\n")
-    before = _snapshot(run)
+    before = snapshot(run)
     capsys.readouterr()
     assert main(["train", "--resume", run, "--timesteps", "3e6"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "algo 'appo'" in err and "is a ppo checkpoint" in err, err
-    assert _snapshot(run) == before
+    assert snapshot(run) == before
