@@ -16,6 +16,7 @@ from retro_atari_kit.integrations.rllib.hyperparams import ALGOS
 from retro_atari_kit.integrations.rllib.policy import POLICY_FILE, read_policy_file
 
 from retro_atari_kit.runs import RunError, check_config_fields, config_field_error
+from retro_atari_kit.runs.layout import config_text
 
 __all__ = [
     "check_checkpoint_network",
@@ -88,18 +89,12 @@ def check_checkpoint_network(checkpoint: str, payload: dict[str, Any], model_con
     for key, (want, field) in wanted.items():
         have = payload.get(key, held[key])
         if have != want:
+            want_text, have_text = config_text(want), config_text(have)
             raise RunError(
-                f"config.yaml says {field} {_yaml(want)} but {checkpoint} holds a module with {key} "
-                f"{_yaml(have)}; put {field}: {_yaml(have)} back in config.yaml (start a new run for another "
+                f"config.yaml says {field} {want_text} but {checkpoint} holds a module with {key} "
+                f"{have_text}; put {field}: {have_text} back in config.yaml (start a new run for another "
                 "network)"
             )
-
-
-def _yaml(value: Any) -> str:
-    """``value`` as config.yaml writes it in one line (``nature``, ``{features_dim: 256}``, ``true``)."""
-    import yaml
-
-    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
 
 
 def restore(algo: Any, checkpoint: str) -> None:

@@ -40,6 +40,7 @@ from retro_atari_kit.runs import (
     publish_final_model,
     training_session,
 )
+from retro_atari_kit.runs.layout import single_env_kwargs
 from retro_atari_kit.runs.resume import prepare_resume as check_resume
 from retro_atari_kit.runs.startup import finished_lines, prepare_new_run, segment_seed, stopped_lines
 
@@ -72,8 +73,7 @@ def prepare_resume(
 
 def _spaces(config: dict[str, Any]) -> tuple[tuple[int, ...], int]:
     """(observation shape, number of actions) of the config's env, recorded in every ``policy.pt``."""
-    env_kwargs = {k: v for k, v in (config.get("env_kwargs") or {}).items() if k != "backend"}
-    obs_space, action_space = probe_env(config["env_id"], env_kwargs)
+    obs_space, action_space = probe_env(config["env_id"], single_env_kwargs(config.get("env_kwargs")))
     return tuple(obs_space.shape), int(action_space.n)
 
 
@@ -144,10 +144,7 @@ def train(
         stop.reinstall()  # ray.init replaced the SIGTERM handler: a stop must still end in a checkpoint
         algo = logger = None
         try:
-            check_nodes(
-                config["env_id"],
-                {k: v for k, v in (config.get("env_kwargs") or {}).items() if k != "backend"},
-            )
+            check_nodes(config["env_id"], single_env_kwargs(config.get("env_kwargs")))
             settings = _runner_settings(config)
             if not (config.get("rllib") or {}).get("address") and not settings.get("num_learners"):
                 # the learner runs in this process beside its env runners (one machine): the thread rule

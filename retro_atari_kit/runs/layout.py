@@ -136,6 +136,33 @@ def load_config(run_dir: str) -> dict[str, Any]:
     return config
 
 
+def config_text(value: Any) -> str:
+    """``value`` as config.yaml writes it, in one line (``nature``, ``{features_dim: 256}``, ``[64]``), for
+    error lines that say what to put back; a class by its name, anything else YAML cannot write by repr."""
+    if isinstance(value, type):
+        return value.__name__
+    if not _plain(value):
+        return repr(value)
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, dict | list):
+        return all(_plain(v) for v in (value.values() if isinstance(value, dict) else value))
+    return isinstance(value, str | int | float | bool | type(None))
+
+
+def single_env_kwargs(env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """The kwargs of one env: ``env_kwargs`` without ``backend``, which picks the vector backend (an RLlib
+    run's config keeps it among its env kwargs, for its runners' ``gym.make_vec``)."""
+    return {k: v for k, v in (env_kwargs or {}).items() if k != "backend"}
+
+
+def config_backend(config: dict[str, Any]) -> Any:
+    """The vector backend a run's config names: ``backend`` (SB3) or ``env_kwargs.backend`` (RLlib)."""
+    return config.get("backend") or (config.get("env_kwargs") or {}).get("backend", "auto")
+
+
 def config_field_error(path: str, field: str, why: str) -> RunError:
     """The one-line error for a field of a run's ``config.yaml`` (``path``) that cannot be resumed."""
     return RunError(f"{path}: {field}: {why}; restore it (or start a new run)")

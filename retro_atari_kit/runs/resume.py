@@ -20,9 +20,11 @@ from retro_atari_kit.runs.engine import EngineRules, SavedPolicy
 from retro_atari_kit.runs.layout import (
     CONFIG_FILE,
     check_config_fields,
+    config_backend,
     config_field_error,
     open_for_resume,
     set_total_timesteps,
+    single_env_kwargs,
 )
 
 Print = Callable[[str], None]
@@ -36,12 +38,11 @@ __all__ = ["INT_FIELDS", "REQUIRED_FIELDS", "check_common_config", "check_saved_
 
 def check_common_config(config: dict[str, Any], path: str) -> None:
     """RunError naming the first field of ``config`` (read from ``path``) that no engine can resume: a missing
-    or mistyped common field, an unknown env ID, network, device or vector backend, ``env_kwargs`` that are
-    not a mapping. The engine checks its own fields after this."""
+    or mistyped common field, an unknown env ID, network or device, ``env_kwargs`` that are not a mapping.
+    The engine checks its own fields after this; the vector backend is checked with the env it runs."""
     from retro_atari_kit.models import check_network
     from retro_atari_kit.registration import check_env_id
     from retro_atari_kit.runs.startup import check_device
-    from retro_atari_kit.vector import BACKENDS
 
     check_config_fields(config, path, REQUIRED_FIELDS, INT_FIELDS)
     if not isinstance(config.get("env_kwargs", {}), dict):
@@ -49,15 +50,10 @@ def check_common_config(config: dict[str, Any], path: str) -> None:
             path, "env_kwargs", f"{type(config['env_kwargs']).__name__} instead of a mapping"
         )
 
-    def backend_known(backend: Any) -> None:
-        if backend not in BACKENDS:
-            raise RunError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-
     checks = (
         ("env_id", lambda: check_env_id(str(config["env_id"]))),
         ("network", lambda: check_network(config["network"])),
         ("device", lambda: check_device(str(config.get("device", "auto")))),
-        ("backend", lambda: backend_known(config.get("backend", "auto"))),
     )
     for field, check in checks:
         try:
@@ -117,12 +113,11 @@ def prepare_resume(
     path = os.path.join(run_dir, CONFIG_FILE)
     check_common_config(config, path)
     checked = rules.check_config(config, path)
-    env_kwargs = {k: v for k, v in (config.get("env_kwargs") or {}).items() if k != "backend"}
+    env_kwargs = single_env_kwargs(config.get("env_kwargs"))
     env = open_env(config["env_id"], env_kwargs)
     try:
         check_saved_policy(checkpoint, saved, env.observation_space, env.action_space)
-        backend = config.get("backend") or (config.get("env_kwargs") or {}).get("backend", "auto")
-        _check_backend(config["env_id"], backend, env_kwargs, path)
+        _check_backend(config["env_id"], config_backend(config), env_kwargs, path)
     finally:
         env.close()
     rules.check_checkpoint(checkpoint, config, checked)

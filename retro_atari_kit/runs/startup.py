@@ -23,6 +23,7 @@ from retro_atari_kit.runs.layout import (
     check_new_run_dir,
     create_run_dir,
     default_run_dir,
+    single_env_kwargs,
     write_config,
 )
 from retro_atari_kit.runs.spec import TrainSpec
@@ -101,9 +102,8 @@ def check_backend(env_id: str, backend: str, env_kwargs: dict[str, Any]) -> None
     if backend not in BACKENDS:
         raise RunError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     game = gym.spec(env_id).kwargs["game"]
-    env_kwargs = {k: v for k, v in env_kwargs.items() if k != "backend"}  # the one being checked is `backend`
-    try:
-        resolve_backend(game, backend, **env_kwargs)
+    try:  # the one being checked is `backend`
+        resolve_backend(game, backend, **single_env_kwargs(env_kwargs))
     except ValueError as exc:
         raise RunError(f"--backend {backend}: {str(exc).strip().splitlines()[0]}") from None
 
@@ -165,7 +165,7 @@ def prepare_new_run(
         raise RunError(f"a run of --engine {spec.engine} cannot be prepared by the {rules.name} engine")
     run_dir = check_spec(spec, force)
     config = rules.resolve(spec)
-    env_kwargs = {k: v for k, v in config["env_kwargs"].items() if k != "backend"}
+    env_kwargs = single_env_kwargs(config["env_kwargs"])
     env = open_env(config["env_id"], env_kwargs)
     try:
         check_backend(config["env_id"], spec.backend, env_kwargs)

@@ -33,6 +33,7 @@ from retro_atari_kit.integrations.sb3.training.models import checkpoint_algo, ch
 
 from retro_atari_kit.runs import RunError, TrainSpec, list_checkpoints
 from retro_atari_kit.runs.engine import EngineRules, SavedPolicy
+from retro_atari_kit.runs.layout import config_text
 
 __all__ = ["RULES", "describe", "load_hyperparams"]
 
@@ -97,21 +98,6 @@ def _stored_policy(path: str) -> tuple[Any, Any]:
     return data.get("policy_class"), kwargs
 
 
-def _yaml(value: Any) -> str:
-    """``value`` as config.yaml writes it in one line; a class by its name."""
-    if isinstance(value, type):
-        return value.__name__
-    text = yaml.safe_dump(value, default_flow_style=True) if _plain(value) else repr(value)
-    return text.strip().removesuffix("...").strip()
-
-
-def _plain(value: Any) -> bool:
-    return isinstance(value, str | int | float | bool | type(None)) or (
-        isinstance(value, list | dict)
-        and all(_plain(v) for v in (value.values() if isinstance(value, dict) else value))
-    )
-
-
 def _check_checkpoint(path: str, config: dict[str, Any], checked: Any) -> None:
     """RunError when config.yaml's ``hyperparams.policy`` / ``policy_kwargs`` would build another network
     than the one whose weights ``path`` holds (SB3 would fail mid-load, after the run dir was touched)."""
@@ -136,10 +122,11 @@ def _check_checkpoint(path: str, config: dict[str, Any], checked: Any) -> None:
         )
     for key in sorted(set(wanted) | set(stored_kwargs)):
         if wanted.get(key) != stored_kwargs.get(key):
+            want, built = config_text(wanted.get(key)), config_text(stored_kwargs.get(key))
             raise RunError(
-                f"config.yaml: hyperparams.policy_kwargs.{key} is {_yaml(wanted.get(key))} but {path} was "
-                f"built with {_yaml(stored_kwargs.get(key))}; put that back in config.yaml (the network's "
-                "construction cannot change on resume; start a new run for another one)"
+                f"config.yaml: hyperparams.policy_kwargs.{key} is {want} but {path} was built with {built}; "
+                "put that back in config.yaml (the network's construction cannot change on resume; start a "
+                "new run for another one)"
             )
 
 
@@ -153,17 +140,13 @@ def load_hyperparams(config: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def _check_config(config: dict[str, Any], path: str) -> None:
-    check_resumed_config(config, path)
-
-
 RULES = EngineRules(
     name="sb3",
     resolve=_resolve,
     check_env=_check_env,
     checkpoints=list_checkpoints,
     read_checkpoint=_read_checkpoint,
-    check_config=_check_config,
+    check_config=check_resumed_config,
     check_checkpoint=_check_checkpoint,
     describe=describe,
 )
