@@ -15,7 +15,8 @@ never in CI::
         Airstriker-Genesis --retro-before d15e063              # the retro path against an older commit's
 
 Contenders: ``gym.make_vec("RetroKit/Pong-v0", backend="native")`` (the kit's DeepMind stack, frames
-equal to SB3's AtariWrapper), the same with ``cv2.resize`` instead of the kit's exact resize kernel,
+equal to SB3's AtariWrapper), the same as it was before issue 35 (one warp thread on 2 cores, emulator
+threads not under ``SCHED_BATCH``), the same with ``cv2.resize`` instead of the kit's exact resize kernel,
 raw ``AtariVectorEnv("pong", N)`` (ale-py's own preprocessing) and EnvPool
 ``Pong-v5`` when installed; with ``--retro`` also ``RetroKit/Pong-Atari2600-v0`` (stable-retro in one
 worker process per env, its warp done there; process CPU then counts only the calling process), for each
@@ -55,6 +56,19 @@ def kit_native_cv2_resize(n: int):
     env = kit_native(n)
     unload_kernel()  # the next kit_native env loads it again (numba's cache, outside the timed loop)
     return env
+
+
+def kit_native_before_35(n: int):
+    """The native backend as before issue 35: one warp thread on a 2-core machine, and the emulator
+    threads under the default scheduler (a woken emulator preempts the thread that sent its action)."""
+    from retro_atari_kit.envs.ale import validate_ale_kwargs
+    from retro_atari_kit.vector._stacked import StackedVectorEnv
+    from retro_atari_kit.vector.native_ale import NativeDriver
+
+    cfg = validate_ale_kwargs("Pong", {})
+    threads = max(1, min((n + 1) // 2, (os.cpu_count() or 1) // 4))
+    driver = NativeDriver("Pong", n, cfg, warp_threads=threads, batch_emulators=False)
+    return StackedVectorEnv(driver, cfg["frame_stack"], "NextStep", "native")
 
 
 class _Floor:
@@ -239,7 +253,11 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", help="contenders whose name contains one of these words")
     args = parser.parse_args()
     before = load_subprocess_module_at(args.retro_before) if args.retro_before else None
-    contenders = {"kit native": kit_native, "kit native, cv2.resize": kit_native_cv2_resize}
+    contenders = {
+        "kit native": kit_native,
+        "kit native, before issue 35": kit_native_before_35,
+        "kit native, cv2.resize": kit_native_cv2_resize,
+    }
     if args.floor:
         contenders["floor: RGB frames"] = kit_floor_frames
         contenders["floor: RGB frames + warp"] = kit_floor_warped
@@ -264,6 +282,7 @@ def main() -> None:
     print(f"random actions, {steps}, median of {args.repeats}; load average {load}")
     rows = []
     ratios: list[tuple[str, int, str, float, float]] = []
+    ale_ratios: list[tuple[int, str, float]] = []
     for n in args.sizes:
         samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in contenders}
         for _ in range(args.repeats):
@@ -275,9 +294,16 @@ def main() -> None:
             each = ", ".join(f"{s[0]:.1f}" for s in samples[name])
             print(
                 f"  N={n:<3d} {name:44s} {cpu:6.1f} us/env step ({each}); process {process:4.0f} us; "
-                f"{fps:6.0f} env steps/s",
+                f"{fps:6.0f} env steps/s; {process * fps / 1e6:.2f} cores busy",
                 flush=True,
             )
+        for other in ("EnvPool", "raw AtariVectorEnv", "kit native, before issue 35"):
+            if "kit native" in samples and other in samples:
+                # ratios within each round (the contenders ran back to back), then their median
+                fps = [a[2] / b[2] for a, b in zip(samples["kit native"], samples[other], strict=True)]
+                ale_ratios.append((n, other, float(np.median(fps))))
+                each = ", ".join(f"{r:.2f}" for r in fps)
+                print(f"  N={n:<3d} kit native / {other}: env steps/s {ale_ratios[-1][2]:.2f}x ({each})")
         for game in args.retro or []:
             kit = samples.get(f"kit retro {game}")
             for other in (f"kit retro {game} at {args.retro_before}", f"SB3 SubprocVecEnv retro {game}"):
@@ -293,10 +319,18 @@ def main() -> None:
                     f"({', '.join(f'{r:.2f}' for r in fps)})",
                     flush=True,
                 )
-    print("\n| contender | N | calling thread, us per env step | process, us per env step | env steps/s |")
-    print("|---|---|---|---|---|")
+    print(
+        "\n| contender | N | calling thread, us per env step | process, us per env step | env steps/s "
+        "| cores busy |"
+    )
+    print("|---|---|---|---|---|---|")
     for name, n, cpu, process, fps in rows:
-        print(f"| {name} | {n} | {cpu:.1f} | {process:.0f} | {fps:,.0f} |")
+        print(f"| {name} | {n} | {cpu:.1f} | {process:.0f} | {fps:,.0f} | {process * fps / 1e6:.2f} |")
+    if ale_ratios:
+        print("\n| N | kit native against | env steps/s, kit / other (median of per-round ratios) |")
+        print("|---|---|---|")
+        for n, other, fps in ale_ratios:
+            print(f"| {n} | {other} | {fps:.2f}x |")
     if ratios:
         print("\n| game | N | kit against | calling-thread CPU, kit / other | env steps/s, kit / other |")
         print("|---|---|---|---|---|")

@@ -28,14 +28,15 @@ Pending = tuple[queue.SimpleQueue, int]  # what submit hands to wait: the result
 
 
 def default_warp_threads(num_envs: int) -> int:
-    """One thread per four cores (at least one), and at most one per two envs.
+    """One thread per four cores but at least two, and at most one per two envs.
 
     A frame's warp is about a fifth of what emulating its step costs, so a quarter of the cores keeps up
-    with the emulator threads. More threads only contend for the GIL between OpenCV calls (on a 2-core
-    machine two threads cost more CPU than one), and each thread costs the calling thread a wake-up per
-    step.
+    with the emulator threads. On small machines a second thread still pays: with one, the frames of the
+    envs that finish last are warped one after the other while the other core idles (docs/performance.md).
+    More threads only contend for the GIL between OpenCV calls, and each costs the calling thread a wake-up
+    per step.
     """
-    return max(1, min((num_envs + 1) // 2, (os.cpu_count() or 1) // 4))
+    return max(1, min((num_envs + 1) // 2, max(2, (os.cpu_count() or 1) // 4)))
 
 
 class FrameWarper:

@@ -1,15 +1,14 @@
 """Native ALE backend: ale-py's ``AtariVectorEnv`` C++ emulation threads under the kit's exact semantics.
 
-What runs in C++ (one single-env ``AtariVectorEnv`` per env, each with its own thread; every action is
-sent before any result is collected, so all envs emulate in parallel): the emulator, no-op starts, frame
-skip with max-pooling over the last two **RGB** frames, the 108k-frame cap and sticky actions. Its own
-fire reset (one FIRE frame), episodic life (which resets the whole game), reward clipping and
-grayscale/resize are switched off, because they differ from the kit's stack.
+What runs in C++ (one single-env ``AtariVectorEnv`` per env, each with its own thread, under ``SCHED_BATCH``
+(:mod:`retro_atari_kit.vector._threads`); every action is sent before any result is collected, so all envs
+emulate in parallel): the emulator, no-op starts, frame skip with max-pooling over the last two **RGB**
+frames, the 108k-frame cap and sticky actions. Its own fire reset (one FIRE frame), episodic life (which
+resets the whole game), reward clipping and grayscale/resize are off: they differ from the kit's stack.
 
-Why one single-env ``AtariVectorEnv`` per env and not one N-env one: an N-env ``AtariVectorEnv`` can only
-step all of its envs together (``send`` takes one action per env; only ``reset`` takes a subset), while
-the kit's resets step one env several times on its own (the NOOP that continues a game after a life loss,
-then FIRE and action 2). One env per ``AtariVectorEnv`` is the only way to do that exactly.
+Why one single-env ``AtariVectorEnv`` per env: an N-env one steps all of its envs together (only ``reset``
+takes a subset), while the kit's resets step one env on its own (the NOOP that continues a game after a
+life loss, then FIRE and action 2).
 
 What runs in this process, for all envs at once:
 
@@ -47,6 +46,7 @@ from gymnasium.vector import AutoresetMode
 from retro_atari_kit.catalog import ale_game
 from retro_atari_kit.envs.ale import MAX_FRAMES_PER_EPISODE
 from retro_atari_kit.vector._stacked import BatchedInfos, Seeds, StackedVectorEnv
+from retro_atari_kit.vector._threads import schedule_as_batch, started_threads
 from retro_atari_kit.vector._warp import FrameWarper, default_warp_threads
 from retro_atari_kit.wrappers.area_resize import load_kernel
 from retro_atari_kit.wrappers.clip_reward import clip_to_sign
@@ -132,15 +132,25 @@ class NativeDriver:
     reset, warp and reward clip.
     """
 
-    def __init__(self, game: str, num_envs: int, cfg: dict[str, Any], warp_threads: int | None = None):
+    def __init__(
+        self,
+        game: str,
+        num_envs: int,
+        cfg: dict[str, Any],
+        warp_threads: int | None = None,
+        batch_emulators: bool = True,
+    ):
         import gymnasium as gym
 
         rom = ale_game(game).rom
         self.cores: list[Any] = []
         self.warper: FrameWarper | None = None
         try:
-            for _ in range(num_envs):
-                self.cores.append(_make_core(rom, cfg))
+            with started_threads() as emulators:
+                for _ in range(num_envs):
+                    self.cores.append(_make_core(rom, cfg))
+            if batch_emulators:
+                schedule_as_batch(emulators)
             load_kernel()  # the warp's exact INTER_AREA resize, cheaper than cv2's own
             threads = warp_threads if warp_threads is not None else default_warp_threads(num_envs)
             self.warper = FrameWarper(cfg["grayscale"], cfg["crop_score"], threads)

@@ -8,6 +8,7 @@ documented native difference: the frame of a game over that ends mid-skip.
 from __future__ import annotations
 
 import gc
+import os
 import threading
 
 import gymnasium as gym
@@ -124,8 +125,9 @@ def test_frame_warper_equals_crop_and_resize(grayscale, crop):
 
 
 def test_default_warp_threads(monkeypatch):
-    """A quarter of the cores, at least one, at most one per two envs."""
-    for cores, envs, want in [(2, 8, 1), (1, 1, 1), (16, 8, 4), (16, 3, 2), (64, 16, 8), (64, 64, 16)]:
+    """A quarter of the cores, at least two, at most one per two envs."""
+    cases = [(2, 8, 2), (2, 2, 1), (1, 1, 1), (16, 8, 4), (16, 3, 2), (64, 16, 8), (64, 64, 16)]
+    for cores, envs, want in cases:
         monkeypatch.setattr("os.cpu_count", lambda cores=cores: cores)
         assert default_warp_threads(envs) == want, (cores, envs)
 
@@ -148,10 +150,12 @@ def test_frame_warper_reraises_a_source_error_after_every_chunk_finished():
 
 
 # -- whole runs ---------------------------------------------------------------------------------------
-def _native(game: str, num_envs: int, warp_threads: int, autoreset: str = "NextStep", **kwargs):
+def _native(
+    game: str, num_envs: int, warp_threads: int, autoreset: str = "NextStep", batch: bool = True, **kwargs
+):
     cfg = validate_ale_kwargs(game, kwargs)
     return StackedVectorEnv(
-        NativeDriver(game, num_envs, cfg, warp_threads), cfg["frame_stack"], autoreset, "native"
+        NativeDriver(game, num_envs, cfg, warp_threads, batch), cfg["frame_stack"], autoreset, "native"
     )
 
 
@@ -186,11 +190,12 @@ def test_many_envs_with_resets_between_steps_equal_gym_make(
 
 
 def test_same_seed_same_run_whatever_the_thread_timing():
-    """No-ops and all: two native vector envs with one seed and the same actions stay identical."""
+    """No-ops and all: two native vector envs with one seed and the same actions stay identical (other warp
+    threads, emulator threads under the default scheduler instead of SCHED_BATCH)."""
     actions = np.random.default_rng(2).integers(0, 4, size=(300, 6))
     runs = []
-    for warp_threads in (3, 1):
-        venv = _native("Breakout", 6, warp_threads)
+    for warp_threads, batch in ((3, True), (1, False)):
+        venv = _native("Breakout", 6, warp_threads, batch=batch)
         try:
             obs, _ = venv.reset(seed=11)
             trace = [obs]
@@ -215,6 +220,28 @@ def test_out_of_range_action_raises_instead_of_hanging():
             venv.step(np.array([-1, 0]))
         obs, *_ = venv.step(np.array([0, 1]))  # still usable
         assert obs.shape == (2, 4, 84, 84)
+    finally:
+        venv.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+def test_emulator_threads_and_only_they_run_under_sched_batch():
+    """The woken emulators must not preempt the Python threads that send actions and warp frames."""
+
+    def batch_threads() -> set[int]:
+        tids = {int(t) for t in os.listdir("/proc/self/task")}
+        return {t for t in tids if os.sched_getscheduler(t) == os.SCHED_BATCH}
+
+    before = batch_threads()
+    venv = _native("Pong", 3, 2)
+    try:
+        venv.reset(seed=0)
+        venv.step(np.zeros(3, dtype=np.int64))
+        emulators = batch_threads() - before
+        assert len(emulators) == 3  # one C++ thread per env
+        assert threading.get_native_id() not in emulators
+        warp = {t.native_id for t in threading.enumerate() if t.name.startswith("retrokit-warp")}
+        assert len(warp) == 2 and not warp & emulators
     finally:
         venv.close()
 
