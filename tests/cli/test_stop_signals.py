@@ -9,7 +9,9 @@ half-written or locked, no process of the group left, and a ``--resume`` that co
 
 from __future__ import annotations
 
+import csv
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -19,7 +21,7 @@ import time
 
 import pytest
 
-from retro_atari_kit.runs import list_checkpoints
+from retro_atari_kit.runs import list_checkpoints, load_config
 
 CLI = [sys.executable, "-m", "retro_atari_kit.cli"]
 ENV = "RetroKit/Pong-v0"
@@ -171,14 +173,66 @@ def test_sighup_with_the_terminal_gone_saves_and_exits_0(tmp_path):
 
 
 @pytest.mark.timeout(900)
-def test_rllib_sigterm_to_the_process_group_saves_and_exits_0(tmp_path):
+def test_rllib_run_stopped_by_its_group_resumes_by_its_relative_path_then_eval_record_plot(tmp_path):
+    """The RLlib engine's whole life in one run (one Ray start per command, the slowest part): APPO started
+    with a relative run dir, SIGTERM to its process group after a periodic checkpoint (a stop checkpoint,
+    exit 0), ``--resume`` with the relative path it printed (RLlib reads paths as URIs: this once failed
+    inside pyarrow), then ``eval``, ``record`` and ``plot`` read the RLlib run dir like an SB3 one."""
     # Ray's GCS and raylet run in the driver's process group and shut down on SIGTERM; started with the stop
     # signals blocked they live until the driver has saved (its env runners have groups of their own)
     pytest.importorskip("ray.rllib", reason="the RLlib engine needs Ray RLlib")
-    run = str(tmp_path / "run")
-    proc = start(tmp_path, "train", "appo", ENV, *RLLIB, "--timesteps", "1e6", "--run-dir", run)
+    run = str(tmp_path / "runs" / "x")
+    proc = start(tmp_path, "train", "appo", ENV, *RLLIB, "--timesteps", "1e6", "--run-dir", "runs/x",
+                 cwd=tmp_path)  # fmt: skip
     before = signal_group_after_a_checkpoint(proc, tmp_path, run, signal.SIGTERM)
-    assert_stopped_and_resumable(tmp_path, proc, run, before, more=32)
+    text = output(tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in text, text[-3000:]
+    stopped_at, path = list_checkpoints(run)[-1]
+    # the signal can land before the next iteration ends: then the stop checkpoint is the periodic one's step
+    assert stopped_at >= max(before) and os.path.isfile(os.path.join(path, "policy.pt"))
+    assert f"interrupted at {stopped_at} steps; checkpoint" in text, text[-3000:]
+    printed = [line.split("--resume ", 1)[1] for line in text.splitlines() if "train --resume " in line]
+    assert printed and os.path.samefile(tmp_path / printed[-1], run), text[-3000:]
+    assert not _leftovers(run)
+    assert_group_ends(proc.pid)
+    config = load_config(run)
+    assert config["engine"] == "rllib" and config["algo"] == "appo"
+    assert config["hyperparameters"]["train_batch_size_per_learner"] == 32
+    assert not os.path.exists(os.path.join(run, "model")), "an interrupted run has no final model"
+    assert os.path.isfile(os.path.join(run, "monitor", "0.monitor.csv"))
+    assert any(f.startswith("events.out.tfevents") for f in os.listdir(run))
+
+    def retrokit(*argv: str) -> str:
+        done = subprocess.run([*CLI, *argv], cwd=tmp_path, capture_output=True, text=True, env=CHILD_ENV,
+                              timeout=400)  # fmt: skip
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (done.stdout + done.stderr)[-3000:]
+        return done.stdout
+
+    total = stopped_at + 32
+    resumed = retrokit("train", "--resume", "runs/x", "--timesteps", str(total))
+    assert f"resuming from {os.path.relpath(path, tmp_path)} ({stopped_at} steps)" in resumed
+    with open(os.path.join(run, "progress.csv"), newline="") as fh:
+        steps = [int(float(row["time/total_timesteps"])) for row in csv.DictReader(fh)]
+    assert steps == sorted(steps) and steps[-1] >= total and min(steps) < stopped_at
+    assert not any(name.startswith("progress.part") for name in os.listdir(run)), "parts merged"
+    assert os.path.isdir(os.path.join(run, "monitor", "resume-1"))
+    final_steps, final_ckpt = list_checkpoints(run)[-1]
+    assert final_steps >= total
+    # the final model: an independent copy of the last checkpoint's policy
+    assert not os.path.islink(os.path.join(run, "model"))
+    with open(os.path.join(run, "model", "policy.pt"), "rb") as a, open(f"{final_ckpt}/policy.pt", "rb") as b:
+        assert a.read() == b.read()
+
+    evaluated = retrokit("eval", "runs/x", "--episodes", "1", "--json")
+    line = next(x for x in evaluated.splitlines() if x.startswith("{"))
+    assert f'"steps": {final_steps}' in line and '"episodes": 1' in line
+    # a whole game of Pong: one side reaches 21, so the true score is never 0
+    score = json.loads(line)["scores"][0]
+    assert -21 <= score <= 21 and score != 0
+    retrokit("record", "runs/x", "--out", "agent.gif", "--max-steps", "30")
+    assert os.path.getsize(tmp_path / "agent.gif") > 1000
+    retrokit("plot", "runs/x", "--out", "curves.png")
+    assert os.path.getsize(tmp_path / "curves.png") > 1000
 
 
 # the retro env worker: a second stable-retro env in a process that has one runs in a worker process

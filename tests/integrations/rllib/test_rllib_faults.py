@@ -1,7 +1,8 @@
 """The RLlib engine's faults, as a user meets them through ``retrokit`` (real subprocesses, real sockets, a
 real Ray head, the real ALE emulator):
 
-- ``--resume`` with the relative run dir the kit printed trains on (RLlib reads paths as URIs);
+- a run on a real Ray head given by ``--address`` (``--resume`` with the relative run dir the kit printed:
+  ``tests/cli/test_stop_signals.py``);
 - ``--address`` at something that is not a Ray head (a plain listener, a web server, a gRPC service that is
   not Ray's, a closed port) is one line at once, never a hang;
 - a bad RLlib setting is one line before Ray starts: no Ray session, no run dir;
@@ -53,7 +54,7 @@ def error_line(proc: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-# ---- a real Ray head: --resume with the relative run dir, then a checkpoint of another network ----------
+# ---- a real Ray head given by --address ---------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -69,24 +70,14 @@ def ray_head():
 
 
 @pytest.mark.timeout(600)
-def test_resume_with_the_relative_run_dir_the_kit_printed(ray_head, tmp_path):
+def test_a_run_on_a_ray_head_given_by_address(ray_head, tmp_path):
     check_address(ray_head)  # a real head passes the --address probe
     first = retrokit("train", "appo", ENV, "--address", ray_head, "--timesteps", "64", "--run-dir", "runs/x",
                      *SMALL, cwd=tmp_path, timeout=300)  # fmt: skip
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
     assert "-> runs/x" in first.stdout
-    run = tmp_path / "runs" / "x"
-    (done_at, _), *_ = list_checkpoints(str(run))[::-1]
-
-    # the relative path it printed, from the folder it was started in: RLlib restores its full state
-    resumed = retrokit(
-        "train", "--resume", "runs/x", "--timesteps", str(done_at + 64), cwd=tmp_path, timeout=300
-    )
-    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
-    assert "Traceback" not in resumed.stderr
-    steps, newest = list_checkpoints(str(run))[-1]
-    assert steps >= done_at + 64 and os.path.isfile(os.path.join(newest, "policy.pt"))
-    assert os.path.isdir(run / "monitor" / "resume-1")
+    steps, newest = list_checkpoints(str(tmp_path / "runs" / "x"))[-1]
+    assert steps >= 64 and os.path.isfile(os.path.join(newest, "policy.pt"))
 
 
 # ---- --address at something that is not a Ray head ----------------------------------------------------
