@@ -3,11 +3,17 @@
 The end-to-end modules below (whole ``retrokit`` runs in subprocesses, Ray clusters, rl-zoo3 and CleanRL-style
 training, the docs' examples, the committed weights' replays) are marked ``slow``: ``python -m pytest -m
 "not slow"`` is the quick suite for the inner loop; the README's ``python -m pytest -q`` (CI) runs them all.
+
+pytest-xdist runs the suite in two workers (pyproject's ``addopts``; ``-n 0`` for one process, e.g. with
+``--pdb``): a worker takes whole modules (``worker_group``), so a module's fixtures are built once, and every
+test that starts Ray is in one group, so two Ray clusters never start side by side.
 """
 
 import os
+import signal
 from pathlib import Path
 
+import gymnasium
 import pytest
 
 # gymnasium's and SB3's env checkers open a "human" window: off-screen in every test module, whatever order
@@ -16,6 +22,13 @@ os.environ["SDL_VIDEODRIVER"] = "dummy"
 os.environ["SDL_AUDIODRIVER"] = "dummy"
 
 import retro_atari_kit  # noqa: F401  (registers the RetroKit/ namespace)
+
+# a suite started in the background (``cmd &``, ``nohup``) inherits SIGINT / SIGHUP ignored and would pass
+# that on to every run the tests start, which then rightly ignore them: the signal tests need a terminal's
+# defaults
+for _sig in (signal.SIGINT, signal.SIGHUP):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, signal.default_int_handler if _sig == signal.SIGINT else signal.SIG_DFL)
 
 TESTS = Path(__file__).resolve().parent
 SLOW_MODULES = {
@@ -47,7 +60,38 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"tests/conftest.py SLOW_MODULES names missing files: {', '.join(missing)}")
 
 
+def worker_group(nodeid: str) -> str:
+    """The tests one xdist worker runs in a row: ``ray`` for every test that may start Ray, else a module."""
+    return "ray" if "rllib" in nodeid.lower() else nodeid.split("::", 1)[0]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    # xdist's own ``--dist loadgroup`` does nothing under pytest 9 (it renames a node id that pytest no longer
+    # reads): the same whole-group scheduling, by node id
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.relative_to(TESTS).as_posix() in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+    # groups go out in this order (``--no-loadscope-reorder``): Ray's, the longest, first, then the end-to-end
+    # modules, so that the last groups are short ones and no worker waits long for the other
+    items.sort(key=lambda item: (worker_group(item.nodeid) != "ray", "slow" not in item.keywords))
+
+
+@pytest.fixture(autouse=True)
+def _gymnasium_left_as_found():
+    """A test that imports rl_zoo3 in the test process replaces gymnasium's ``TimeLimit`` (rl_zoo3's gym
+    patches) for every later test of its worker: name that test, not the one it breaks."""
+    yield
+    assert gymnasium.wrappers.TimeLimit.__module__.startswith("gymnasium."), (
+        "this test imported rl_zoo3, which patches gymnasium's TimeLimit for the rest of the worker: "
+        "run rl_zoo3 in a subprocess and skip with importlib.util.find_spec"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -10,6 +11,12 @@ import gymnasium as gym
 import pytest
 
 import retro_atari_kit  # noqa: F401
+
+
+def zoo_extra() -> None:
+    # not importorskip: importing rl_zoo3 replaces gymnasium's TimeLimit for the whole test process
+    if importlib.util.find_spec("rl_zoo3") is None:
+        pytest.skip("the zoo extra")
 
 
 def test_zoo_extra_declares_what_enjoy_and_record_import():
@@ -21,7 +28,7 @@ def test_zoo_extra_declares_what_enjoy_and_record_import():
 
 
 def test_rl_zoo3_enjoy_plays_a_saved_model(tmp_path):
-    pytest.importorskip("rl_zoo3", reason="the zoo extra")
+    zoo_extra()
     from stable_baselines3 import PPO
 
     # an untrained model in the zoo's layout: <folder>/<algo>/<env name>_<exp id>/<env name>.zip
@@ -41,7 +48,7 @@ def test_rl_zoo3_enjoy_plays_a_saved_model(tmp_path):
 def test_rl_zoo3_enjoy_renders_in_a_window(tmp_path, env_id):
     # enjoy without --no-render: the zoo makes the env with render_mode="human" and calls
     # VecEnv.render("human") every step; SDL's dummy driver stands in for a display
-    pytest.importorskip("rl_zoo3", reason="the zoo extra")
+    zoo_extra()
     pytest.importorskip("pygame", reason="render_mode='human' needs pygame (a package dependency)")
     from stable_baselines3 import PPO
 
