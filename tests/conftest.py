@@ -20,6 +20,10 @@ import pytest
 # or subset of modules runs (tests that need a real display set their own driver in a subprocess)
 os.environ["SDL_VIDEODRIVER"] = "dummy"
 os.environ["SDL_AUDIODRIVER"] = "dummy"
+# the two xdist workers share the cores: one OpenMP thread each, and in the runs their tests start (the kit
+# keeps a user's setting), rather than twice as many threads as cores spinning at torch's barriers
+if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 import retro_atari_kit  # noqa: F401  (registers the RetroKit/ namespace)
 
