@@ -12,11 +12,8 @@ import pytest
 
 import retro_atari_kit  # noqa: F401
 
-
-def zoo_extra() -> None:
-    # not importorskip: importing rl_zoo3 replaces gymnasium's TimeLimit for the whole test process
-    if importlib.util.find_spec("rl_zoo3") is None:
-        pytest.skip("the zoo extra")
+# not importorskip: importing rl_zoo3 replaces gymnasium's TimeLimit for the whole test process
+needs_zoo = pytest.mark.skipif(importlib.util.find_spec("rl_zoo3") is None, reason="the zoo extra")
 
 
 def test_zoo_extra_declares_what_enjoy_and_record_import():
@@ -27,8 +24,8 @@ def test_zoo_extra_declares_what_enjoy_and_record_import():
     assert "requests" in zoo and any(r.startswith("rl_zoo3") for r in zoo)
 
 
+@needs_zoo
 def test_rl_zoo3_enjoy_plays_a_saved_model(tmp_path):
-    zoo_extra()
     from stable_baselines3 import PPO
 
     # an untrained model in the zoo's layout: <folder>/<algo>/<env name>_<exp id>/<env name>.zip
@@ -45,10 +42,10 @@ def test_rl_zoo3_enjoy_plays_a_saved_model(tmp_path):
 
 
 @pytest.mark.parametrize("env_id", ["RetroKit/Pong-v0", "RetroKit/Pong-Atari2600-v0"])
+@needs_zoo
 def test_rl_zoo3_enjoy_renders_in_a_window(tmp_path, env_id):
     # enjoy without --no-render: the zoo makes the env with render_mode="human" and calls
     # VecEnv.render("human") every step; SDL's dummy driver stands in for a display
-    zoo_extra()
     pytest.importorskip("pygame", reason="render_mode='human' needs pygame (a package dependency)")
     from stable_baselines3 import PPO
 
