@@ -24,7 +24,27 @@ import numpy as np
 from retro_atari_kit.wrappers.warp_frame import Box, warp_into
 
 FrameSource = np.ndarray | Callable[[], np.ndarray]
-Pending = tuple[queue.SimpleQueue, int]  # what submit hands to wait: the results queue, the chunk count
+
+
+class Pending:
+    """What :meth:`FrameWarper.submit` hands to :meth:`FrameWarper.wait`: the last of its chunks to finish
+    wakes the waiting thread, once (a wake-up per chunk cost the calling thread one more per step,
+    docs/performance.md)."""
+
+    def __init__(self, chunks: int):
+        self._left = itertools.count(chunks - 1, -1)  # next() is atomic under the GIL
+        self._finished = threading.Lock()
+        self._finished.acquire()
+        self.error: BaseException | None = None
+
+    def chunk_done(self, error: BaseException | None) -> None:
+        if error is not None and self.error is None:
+            self.error = error
+        if next(self._left) == 0:
+            self._finished.release()
+
+    def wait(self) -> None:
+        self._finished.acquire()
 
 
 def default_warp_threads(num_envs: int) -> int:
@@ -69,13 +89,13 @@ class FrameWarper:
             self._run(*job)
             job = None  # hold no frames or driver between steps
 
-    def _run(self, sources, rows, out, start, done: queue.SimpleQueue) -> None:
+    def _run(self, sources, rows, out, start, done: Pending) -> None:
         try:
             self._warp_chunk(sources, rows, out, start)
         except BaseException as exc:  # handed to the waiting thread
-            done.put(exc)
+            done.chunk_done(exc)
         else:
-            done.put(None)
+            done.chunk_done(None)
 
     def _warp_chunk(
         self,
@@ -105,23 +125,21 @@ class FrameWarper:
             raise RuntimeError("this FrameWarper is closed")
         n = len(sources)
         if self.threads == 0:  # in the calling thread
-            done: queue.SimpleQueue = queue.SimpleQueue()
+            done = Pending(1)
             self._run(sources, rows, out, start, done)
-            return done, 1
+            return done
         chunks = min(self.threads, n)
         bounds = [n * c // chunks for c in range(chunks + 1)]
-        done = queue.SimpleQueue()
+        done = Pending(chunks)
         for jobs, (lo, hi) in zip(self._jobs, itertools.pairwise(bounds), strict=False):
             jobs.put((sources[lo:hi], rows[lo:hi], out, start, done))
-        return done, chunks
+        return done
 
     def wait(self, pending: Pending) -> None:
         """Block until the submitted chunks are done; the first worker exception is raised here."""
-        done, chunks = pending
-        errors = [done.get() for _ in range(chunks)]  # every chunk, so no thread writes after an error
-        error = next((e for e in errors if e is not None), None)
-        if error is not None:
-            raise error
+        pending.wait()  # every chunk, so no thread writes after an error
+        if pending.error is not None:
+            raise pending.error
 
     def warp(self, sources: Sequence[FrameSource], rows: Sequence[int], out: np.ndarray) -> None:
         """:meth:`submit` then :meth:`wait`."""
