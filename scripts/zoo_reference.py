@@ -41,7 +41,7 @@ from retro_atari_kit.runs import atomic_write, atomic_write_text, read_monitor_c
 
 FRAMES_PER_STEP = 4  # SB3's AtariWrapper skips 4 frames per agent step
 COLUMNS = "agent_steps,score"
-MARKS = (500_000, 1_000_000, 2_000_000, 3_000_000, 5_000_000, 10_000_000)
+MARKS = (500_000, *range(1_000_000, 10_000_001, 1_000_000))  # 0.5M, then every 1M to 10M
 # a run stops with a game unfinished in every env, so its last finished game ends a little before its budget:
 # a curve whose last game is within this fraction of a mark counts as having reached it
 REACH_SLACK = 0.01
