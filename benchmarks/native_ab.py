@@ -19,43 +19,19 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
-import warnings
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def measure(contender: str, n: int, steps: int) -> None:
-    """In a child process: print calling-thread and process CPU us per env step, and env steps/s."""
-    import gymnasium as gym
+def child(contender: str, n: int, steps: int) -> None:
+    """In a child process: print ``main_thread_cpu.measure``'s calling-thread and process CPU us per env step
+    and env steps/s for one contender (the kit from whichever ``retro_atari_kit`` is first on sys.path)."""
+    from main_thread_cpu import envpool_pong, kit_native, measure, raw_ale
 
-    if contender == "envpool":
-        import envpool
-
-        env = envpool.make_gymnasium("Pong-v5", num_envs=n, batch_size=n, seed=0)
-    elif contender == "raw":
-        from ale_py.vector_env import AtariVectorEnv
-
-        env = AtariVectorEnv("pong", n)
-    else:
-        import retro_atari_kit  # noqa: F401  (the current package, or REV's first on sys.path)
-
-        env = gym.make_vec("RetroKit/Pong-v0", num_envs=n, backend="native")
-    actions = np.random.default_rng(0).integers(0, env.single_action_space.n, size=(steps + 50, n))
-    with warnings.catch_warnings():  # EnvPool takes its seed at creation and warns about this one
-        warnings.simplefilter("ignore")
-        env.reset(seed=0)
-    for t in range(50):
-        env.step(actions[t])
-    thread, process, wall = time.thread_time(), time.process_time(), time.perf_counter()
-    for t in range(50, steps + 50):
-        env.step(actions[t])
-    wall = time.perf_counter() - wall
-    thread, process = time.thread_time() - thread, time.process_time() - process
-    env.close()
-    print(f"{thread / steps / n * 1e6} {process / steps / n * 1e6} {steps * n / wall}")
+    factory = {"kit": kit_native, "envpool": envpool_pong, "raw": raw_ale}[contender]
+    print(*measure(factory, n, steps))
 
 
 def run(contender: str, n: int, steps: int, before: str | None) -> tuple[float, float, float]:
@@ -76,7 +52,7 @@ def run(contender: str, n: int, steps: int, before: str | None) -> tuple[float, 
 
 def main() -> None:
     if len(sys.argv) == 5 and sys.argv[1] == "--child":
-        measure(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
