@@ -43,6 +43,8 @@ COMMITTED = {
     # 1M steps of PPO + Nature on the Genesis game: 100-game means 996.0 sampled, 774.6 arg-max (min 480); a
     # random policy scores ~190
     "airstriker-ppo-nature-0": Committed("RetroKit/Airstriker-Genesis-v0", 1_000_448, "model.zip", 300.0),
+    # the same with the Impala CNN: 1267.4 sampled, 627.8 arg-max (min 260, 8 of 100 games <= 300)
+    "airstriker-ppo-impala-0": Committed("RetroKit/Airstriker-Genesis-v0", 1_000_456, "model.zip", 300.0),
     # 2M steps of PPO on Breakout: 100-game means 36.09 sampled, 33.41 arg-max, arg-max min 26 (results.md)
     "breakout-ppo-0": Committed("RetroKit/Breakout-v0", 2_000_448, "model.zip", 20.0),
     # the same run from 1M with the zoo's 10M schedules, to 2M: 54.54 sampled, 107.61 arg-max, min 54
