@@ -11,6 +11,7 @@ never in CI::
     python benchmarks/main_thread_cpu.py --sizes 8 --env-steps 4000 --repeats 5
     python benchmarks/main_thread_cpu.py --sizes 4 8 --retro   # with the stable-retro path
     python benchmarks/main_thread_cpu.py --sizes 8 --floor     # with what the native backend cannot avoid
+    python benchmarks/main_thread_cpu.py --sizes 16 --warp-threads 2 8 --only native  # other warp threads
     python benchmarks/main_thread_cpu.py --sizes 2 4 8 --only retro --retro Pong-Atari2600 \
         Airstriker-Genesis --retro-before d15e063              # the retro path against an older commit's
 
@@ -69,6 +70,21 @@ def kit_native_before_35(n: int):
     threads = max(1, min((n + 1) // 2, (os.cpu_count() or 1) // 4))
     driver = NativeDriver("Pong", n, cfg, warp_threads=threads, batch_emulators=False)
     return StackedVectorEnv(driver, cfg["frame_stack"], "NextStep", "native")
+
+
+def kit_native_warp_threads(threads: int) -> Callable[[int], gym.vector.VectorEnv]:
+    """The kit's native backend with ``threads`` warp threads instead of its default (cores / 4, >= 2)."""
+
+    def make(n: int):
+        from retro_atari_kit.envs.ale import validate_ale_kwargs
+        from retro_atari_kit.vector._stacked import StackedVectorEnv
+        from retro_atari_kit.vector.native_ale import NativeDriver
+
+        cfg = validate_ale_kwargs("Pong", {})
+        driver = NativeDriver("Pong", n, cfg, warp_threads=threads)
+        return StackedVectorEnv(driver, cfg["frame_stack"], "NextStep", "native")
+
+    return make
 
 
 class _Floor:
@@ -250,6 +266,13 @@ def main() -> None:
     parser.add_argument(
         "--retro-before", metavar="REV", help="also the kit's subprocess backend at git revision REV"
     )
+    parser.add_argument(
+        "--warp-threads",
+        type=int,
+        nargs="+",
+        metavar="W",
+        help="also the native backend with W warp threads (its default: 2, one for N < 3)",
+    )
     parser.add_argument("--only", nargs="+", help="contenders whose name contains one of these words")
     args = parser.parse_args()
     before = load_subprocess_module_at(args.retro_before) if args.retro_before else None
@@ -258,6 +281,8 @@ def main() -> None:
         "kit native, before issue 35": kit_native_before_35,
         "kit native, cv2.resize": kit_native_cv2_resize,
     }
+    for threads in args.warp_threads or []:
+        contenders[f"kit native, {threads} warp threads"] = kit_native_warp_threads(threads)
     if args.floor:
         contenders["floor: RGB frames"] = kit_floor_frames
         contenders["floor: RGB frames + warp"] = kit_floor_warped

@@ -14,7 +14,6 @@ while the other envs are still emulating, instead of the calling thread waiting 
 from __future__ import annotations
 
 import itertools
-import os
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -48,15 +47,15 @@ class Pending:
 
 
 def default_warp_threads(num_envs: int) -> int:
-    """One thread per four cores but at least two, and at most one per two envs.
+    """Two threads, or one for fewer than three envs, whatever the core count.
 
-    A frame's warp is about a fifth of what emulating its step costs, so a quarter of the cores keeps up
-    with the emulator threads. On small machines a second thread still pays: with one, the frames of the
-    envs that finish last are warped one after the other while the other core idles (docs/performance.md).
-    More threads only contend for the GIL between OpenCV calls, and each costs the calling thread a wake-up
-    per step.
+    The GIL, not the cores, bounds the warp threads: each frame costs a few returns from ale-py, OpenCV and
+    the numba kernel that take the GIL back, so more threads only contend for it. Measured on a 16-core
+    machine at N=16: 2 threads 9,561 env steps/s, 4 threads 7,603, 8 threads 6,814, 16 threads 6,091; on a
+    2-core machine 4 threads ran at 0.90-0.93x of 2 (docs/performance.md). One thread is slower on any
+    machine: the frames of the envs that finish last are warped one after the other.
     """
-    return max(1, min((num_envs + 1) // 2, max(2, (os.cpu_count() or 1) // 4)))
+    return max(1, min((num_envs + 1) // 2, 2))
 
 
 class FrameWarper:
