@@ -73,7 +73,7 @@ def kit_native_before_35(n: int):
 
 
 def kit_native_warp_threads(threads: int) -> Callable[[int], gym.vector.VectorEnv]:
-    """The kit's native backend with ``threads`` warp threads instead of its default (cores / 4, >= 2)."""
+    """The kit's native backend with ``threads`` warp threads instead of its default (two)."""
 
     def make(n: int):
         from retro_atari_kit.envs.ale import validate_ale_kwargs

@@ -50,10 +50,9 @@ def default_warp_threads(num_envs: int) -> int:
     """Two threads, or one for fewer than three envs, whatever the core count.
 
     The GIL, not the cores, bounds the warp threads: each frame costs a few returns from ale-py, OpenCV and
-    the numba kernel that take the GIL back, so more threads only contend for it. Measured on a 16-core
-    machine at N=16: 2 threads 9,561 env steps/s, 4 threads 7,603, 8 threads 6,814, 16 threads 6,091; on a
-    2-core machine 4 threads ran at 0.90-0.93x of 2 (docs/performance.md). One thread is slower on any
-    machine: the frames of the envs that finish last are warped one after the other.
+    the numba kernel that take the GIL back, so more threads only contend for it (on 16 cores, 4, 8 and 16
+    threads were each slower than 2; docs/performance.md, "16 cores"). One thread is slower on any machine:
+    the frames of the envs that finish last are warped one after the other.
     """
     return max(1, min((num_envs + 1) // 2, 2))
 
