@@ -59,32 +59,27 @@ def kit_native_cv2_resize(n: int):
     return env
 
 
-def kit_native_before_35(n: int):
-    """The native backend as before issue 35: one warp thread on a 2-core machine, and the emulator
-    threads under the default scheduler (a woken emulator preempts the thread that sent its action)."""
+def _native_pong(n: int, **driver_kwargs):
+    """The kit's native backend on Pong, its ``NativeDriver`` built with ``driver_kwargs``."""
     from retro_atari_kit.envs.ale import validate_ale_kwargs
     from retro_atari_kit.vector._stacked import StackedVectorEnv
     from retro_atari_kit.vector.native_ale import NativeDriver
 
     cfg = validate_ale_kwargs("Pong", {})
-    threads = max(1, min((n + 1) // 2, (os.cpu_count() or 1) // 4))
-    driver = NativeDriver("Pong", n, cfg, warp_threads=threads, batch_emulators=False)
+    driver = NativeDriver("Pong", n, cfg, **driver_kwargs)
     return StackedVectorEnv(driver, cfg["frame_stack"], "NextStep", "native")
+
+
+def kit_native_before_35(n: int):
+    """The native backend as before issue 35: one warp thread on a 2-core machine, and the emulator
+    threads under the default scheduler (a woken emulator preempts the thread that sent its action)."""
+    threads = max(1, min((n + 1) // 2, (os.cpu_count() or 1) // 4))
+    return _native_pong(n, warp_threads=threads, batch_emulators=False)
 
 
 def kit_native_warp_threads(threads: int) -> Callable[[int], gym.vector.VectorEnv]:
     """The kit's native backend with ``threads`` warp threads instead of its default (two)."""
-
-    def make(n: int):
-        from retro_atari_kit.envs.ale import validate_ale_kwargs
-        from retro_atari_kit.vector._stacked import StackedVectorEnv
-        from retro_atari_kit.vector.native_ale import NativeDriver
-
-        cfg = validate_ale_kwargs("Pong", {})
-        driver = NativeDriver("Pong", n, cfg, warp_threads=threads)
-        return StackedVectorEnv(driver, cfg["frame_stack"], "NextStep", "native")
-
-    return make
+    return lambda n: _native_pong(n, warp_threads=threads)
 
 
 class _Floor:
