@@ -70,6 +70,20 @@ def _native_pong(n: int, **driver_kwargs):
     return StackedVectorEnv(driver, cfg["frame_stack"], "NextStep", "native")
 
 
+def kit_native_one_process(n: int):
+    """The kit's native backend with all envs in this process (``shards=1``: emulator and warp threads)."""
+    import retro_atari_kit  # noqa: F401
+
+    return gym.make_vec("RetroKit/Pong-v0", num_envs=n, backend="native", shards=1)
+
+
+def kit_native_shards(shards: int) -> Callable[[int], gym.vector.VectorEnv]:
+    """The kit's native backend over ``shards`` worker processes (or all of them, one per env, if fewer)."""
+    import retro_atari_kit  # noqa: F401
+
+    return lambda n: gym.make_vec("RetroKit/Pong-v0", num_envs=n, backend="native", shards=min(shards, n))
+
+
 def kit_native_before_35(n: int):
     """The native backend as before issue 35: one warp thread on a 2-core machine, and the emulator
     threads under the default scheduler (a woken emulator preempts the thread that sent its action)."""
@@ -215,9 +229,20 @@ def envpool_pong(n: int):
     return envpool.make_gymnasium("Pong-v5", num_envs=n, batch_size=n, seed=0)
 
 
+def _workers_cpu(env) -> float:
+    """CPU seconds so far of the env's worker processes (none: 0), from /proc (Linux)."""
+    total = 0
+    for pid in getattr(env, "worker_pids", None) or []:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def measure(factory: Callable[[int], gym.vector.VectorEnv], n: int, steps: int, warmup: int = 50):
     """(calling-thread CPU us per env step, whole-process CPU us per env step, wall env steps/s) over
-    ``steps`` vector steps. Process CPU counts every thread: emulation, warp, the calling thread."""
+    ``steps`` vector steps. Process CPU counts every thread (emulation, warp, the calling thread) and, for
+    the sharded native backend, its worker processes."""
     env = factory(n)
     try:
         actions = np.random.default_rng(0).integers(0, env.single_action_space.n, size=(steps + warmup, n))
@@ -227,12 +252,12 @@ def measure(factory: Callable[[int], gym.vector.VectorEnv], n: int, steps: int, 
         for t in range(warmup):
             env.step(actions[t])
         cpu = 0.0
-        start, process_start = time.perf_counter(), time.process_time()
+        start, process_start = time.perf_counter(), time.process_time() + _workers_cpu(env)
         for t in range(warmup, warmup + steps):
             before = time.thread_time()
             env.step(actions[t])
             cpu += time.thread_time() - before
-        process = time.process_time() - process_start
+        process = time.process_time() + _workers_cpu(env) - process_start
         wall = time.perf_counter() - start
         return cpu / (steps * n) * 1e6, process / (steps * n) * 1e6, steps * n / wall
     finally:
@@ -268,14 +293,24 @@ def main() -> None:
         metavar="W",
         help="also the native backend with W warp threads (its default: 2, one for N < 3)",
     )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        nargs="+",
+        metavar="S",
+        help="also the native backend over S worker processes (its default: one per core, >= 2 envs each)",
+    )
     parser.add_argument("--only", nargs="+", help="contenders whose name contains one of these words")
     args = parser.parse_args()
     before = load_subprocess_module_at(args.retro_before) if args.retro_before else None
     contenders = {
         "kit native": kit_native,
+        "kit native, one process": kit_native_one_process,
         "kit native, before issue 35": kit_native_before_35,
         "kit native, cv2.resize": kit_native_cv2_resize,
     }
+    for shards in args.shards or []:
+        contenders[f"kit native, {shards} shards"] = kit_native_shards(shards)
     for threads in args.warp_threads or []:
         contenders[f"kit native, {threads} warp threads"] = kit_native_warp_threads(threads)
     if args.floor:
@@ -317,7 +352,8 @@ def main() -> None:
                 f"{fps:6.0f} env steps/s; {process * fps / 1e6:.2f} cores busy",
                 flush=True,
             )
-        for other in ("EnvPool", "raw AtariVectorEnv", "kit native, before issue 35"):
+        others = ("EnvPool", "raw AtariVectorEnv", "kit native, one process", "kit native, before issue 35")
+        for other in others:
             if "kit native" in samples and other in samples:
                 # ratios within each round (the contenders ran back to back), then their median
                 fps = [a[2] / b[2] for a, b in zip(samples["kit native"], samples[other], strict=True)]

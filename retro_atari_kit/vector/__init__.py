@@ -4,7 +4,8 @@ Every ``RetroKit/`` ID registers :func:`make_vector_env` as its ``vector_entry_p
 as ``make_vector_env(num_envs=N, game=<game>, **kwargs)``. Backends (``backend=`` kwarg):
 
 - ``"native"``: ale-py's ``AtariVectorEnv`` (C++ threads) under a thin numpy layer giving the kit's
-  semantics (ALE games only, and only for kwargs it can express exactly).
+  semantics (ALE games only, and only for kwargs it can express exactly); in this process, or with
+  ``shards=S`` over S worker processes (the default on 8 cores or more).
 - ``"subprocess"``: one env per worker process, frames through shared memory, stacking in this process.
 - ``"inprocess"``: all envs stepped in this process (debugging).
 - ``"auto"`` (default): ``native`` for ALE games when the kwargs allow it, else ``subprocess``; always
@@ -18,11 +19,12 @@ from typing import Any
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from retro_atari_kit.vector._factory import EnvFactory, game_kind, split_frame_stack
+from retro_atari_kit.vector._pool import WorkerDiedError
 from retro_atari_kit.vector._stacked import StackedVectorEnv
 
 BACKENDS = ("auto", "native", "subprocess", "inprocess")
 
-__all__ = ["BACKENDS", "StackedVectorEnv", "make_vector_env", "resolve_backend"]
+__all__ = ["BACKENDS", "StackedVectorEnv", "WorkerDiedError", "make_vector_env", "resolve_backend"]
 
 
 def _validated(game: str, kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -81,6 +83,7 @@ def make_vector_env(
     backend: str = "auto",
     autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     start_method: str | None = None,
+    shards: int | None = None,
     **kwargs: Any,
 ) -> VectorEnv:
     """Build ``num_envs`` copies of the ``game`` stack as one gymnasium ``VectorEnv``.
@@ -89,7 +92,10 @@ def make_vector_env(
     picks the implementation (see the module docstring); ``vectorization_mode`` is accepted as an alias
     of ``backend`` for the kit's own backends. ``autoreset_mode`` is gymnasium's (``NEXT_STEP`` default,
     ``SAME_STEP`` or ``DISABLED``, with gymnasium's info layout; see :class:`StackedVectorEnv`).
-    ``start_method`` (``"forkserver"`` default, ``"spawn"``, ``"fork"``) applies to the subprocess backend.
+    ``start_method`` (``"forkserver"`` default, ``"spawn"``, ``"fork"``) applies to the worker processes.
+    ``shards`` (native backend only) splits the envs over that many worker processes (``1``: all in this
+    process; default: :func:`~retro_atari_kit.vector.native_shards.default_shards`, on 8 cores or more one
+    per core with at least two envs each, else 1).
     Observations are uint8 ``(num_envs, frame_stack, 84, 84)`` and equal those of ``num_envs``
     ``gym.make`` envs; reset with ``seed=s`` seeds env ``i`` with ``s + i``.
     """
@@ -108,9 +114,15 @@ def make_vector_env(
     cfg = _validated(game, kind, kwargs)  # one clear error here, before any worker starts
     chosen = _choose_backend(game, kind, backend, cfg)
     if chosen == "native":
-        from retro_atari_kit.vector.native_ale import make_native_vector_env
+        from retro_atari_kit.vector.native_shards import check_shards, make_native_vector_env
 
-        return make_native_vector_env(game, num_envs, autoreset_mode, cfg)
+        shards = check_shards(shards, num_envs)
+        return make_native_vector_env(game, num_envs, autoreset_mode, cfg, shards, start_method)
+    if shards is not None:
+        raise ValueError(
+            f"shards={shards!r} applies to the native ALE backend only; "
+            f"RetroKit/{game}-v0 uses backend={chosen!r} here"
+        )
     frame_stack, per_env = split_frame_stack(kwargs)
     factories = [EnvFactory(game, kind, per_env) for _ in range(num_envs)]
     if chosen == "inprocess":

@@ -16,6 +16,7 @@ import numpy as np
 
 from retro_atari_kit.processes import ChildBell, reply, reply_error
 from retro_atari_kit.vector._factory import EnvFactory
+from retro_atari_kit.vector._pool import SharedLayout, attach_untracked
 
 MAX_INFO_KEYS = 64  # an info with more keys travels over the pipe
 _INFO_TYPES = (int, float, bool)  # the types StackedVectorEnv batches into one array per key
@@ -24,12 +25,12 @@ IN_MEMORY, ON_PIPE = 0, 1  # where a step's result is: all in shared memory, or 
 Schema = tuple[tuple[str, ...], tuple[type, ...]]  # an info's keys in order, and each value's type
 
 
-class Shared:
+class Shared(SharedLayout):
     """Numpy views of the one shared-memory segment: frames (two slots per env: the current frame, and the
     final frame of an episode that autoreset within its step) and the step block."""
 
     def __init__(self, buffer: Any, n: int, frame_shape: tuple[int, ...]):
-        self.size = 0
+        super().__init__()
         both = self._take(buffer, (n, 2, *frame_shape), np.uint8)
         self.frames, self.final_frames, self.both = both[:, 0], both[:, 1], both
         self.actions = self._take(buffer, (n,), np.int64)
@@ -38,13 +39,6 @@ class Shared:
         self.flags = self._take(buffer, (n, 3), np.uint8)  # terminated, truncated, where the result is
         self.ints = self._take(buffer, (n, MAX_INFO_KEYS), np.int64)  # int and bool values
         self.floats = self._take(buffer, (n, MAX_INFO_KEYS), np.float64)
-
-    def _take(self, buffer: Any, shape: tuple[int, ...], dtype: type) -> np.ndarray:
-        offset = -(-self.size // 64) * 64
-        self.size = offset + int(np.prod(shape)) * np.dtype(dtype).itemsize
-        if buffer is None:  # sizing only
-            return np.empty((0, *shape[1:]), dtype=dtype)
-        return np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
 
 
 def info_schema(info: dict) -> Schema | None:
@@ -157,19 +151,3 @@ class EnvWorker:
             if self.shm is not None:
                 self.shared = None  # release the buffer views before closing the segment
                 self.shm.close()
-
-
-def attach_untracked(name: str) -> SharedMemory:
-    """Attach to the main process's segment without registering it with a resource tracker.
-
-    Python < 3.13 registers every attached segment; the main process owns and unlinks it, so a worker's
-    registration only produces false "leaked shared_memory" warnings (spawn) or a double unlink.
-    """
-    from multiprocessing import resource_tracker
-
-    register = resource_tracker.register
-    resource_tracker.register = lambda *args, **kwargs: None  # this worker process only
-    try:
-        return SharedMemory(name=name)
-    finally:
-        resource_tracker.register = register

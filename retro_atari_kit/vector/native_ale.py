@@ -33,6 +33,9 @@ What runs in this process, for all envs at once:
 - ``info["frame_number"]``/``info["episode_frame_number"]`` come from the native env.
 
 Not expressible (the dispatcher then uses the subprocess backend): ``render_mode="rgb_array"``.
+
+The same driver runs over several worker processes, one block of envs each, in
+:mod:`retro_atari_kit.vector.native_shards` (``shards=``).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from gymnasium.vector import AutoresetMode
 
 from retro_atari_kit.catalog import ale_game
 from retro_atari_kit.envs.ale import MAX_FRAMES_PER_EPISODE
-from retro_atari_kit.vector._stacked import BatchedInfos, Seeds, StackedVectorEnv
+from retro_atari_kit.vector._stacked import BatchedInfos, Seeds
 from retro_atari_kit.vector._threads import schedule_as_batch, started_threads
 from retro_atari_kit.vector._warp import FrameWarper, default_warp_threads
 from retro_atari_kit.wrappers.area_resize import load_kernel
@@ -56,7 +59,7 @@ from retro_atari_kit.wrappers.true_score import episode_record
 
 NOOP = 0
 _PADDLE = [1.0]  # paddle strength of a discrete action
-_COUNTERS = ("lives", "episode_frame_number", "frame_number")  # ALE's info keys, present for every env
+COUNTERS = ("lives", "episode_frame_number", "frame_number")  # ALE's info keys, present for every env
 
 
 def native_incompatibilities(cfg: dict[str, Any]) -> list[str]:
@@ -74,7 +77,7 @@ def native_incompatibilities(cfg: dict[str, Any]) -> list[str]:
 
 def _extra(info: dict) -> dict:
     """The keys of one env's info beyond the counters that :class:`BatchedInfos` carries for all envs."""
-    return {key: value for key, value in info.items() if key not in _COUNTERS}
+    return {key: value for key, value in info.items() if key not in COUNTERS}
 
 
 def _scatter(n: int, envs: list[int], *values: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -171,6 +174,7 @@ class NativeDriver:
         self.frame_space = gym.spaces.Box(0, 255, (channels, size, size), dtype=np.uint8)
         self.action_space = gym.spaces.Discrete(len(action_set))
         self.metadata = {"render_modes": [], "render_mode": None}
+        # where the warp writes each env's frame; the sharded backend points it into shared memory
         self.frames = np.zeros((num_envs, channels, size, size), dtype=np.uint8)
         self._all = list(range(num_envs))
         # state of TimeLimit and TrueScoreStatistics (core level) and EpisodicLife, one entry per env
@@ -385,16 +389,3 @@ class NativeDriver:
         for core in self.cores:
             core.close()
         self.cores = []
-
-
-def make_native_vector_env(
-    game: str, num_envs: int, autoreset_mode: AutoresetMode, cfg: dict[str, Any]
-) -> StackedVectorEnv:
-    """Build the native backend from resolved kwargs (``validate_ale_kwargs``); raises ``ValueError``
-    naming kwargs it cannot express exactly."""
-    problems = native_incompatibilities(cfg)
-    if problems:
-        raise ValueError(
-            f"backend='native' cannot express {'; '.join(problems)}; use backend='subprocess' or 'auto'"
-        )
-    return StackedVectorEnv(NativeDriver(game, num_envs, cfg), cfg["frame_stack"], autoreset_mode, "native")

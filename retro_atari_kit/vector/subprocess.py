@@ -23,35 +23,18 @@ memory and semaphores; it is idempotent.
 
 from __future__ import annotations
 
-from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from retro_atari_kit.processes import (
-    Bells,
-    ChildBell,
-    ChildDiedError,
-    ChildProcess,
-    default_start_method,
-    receive_all,
-    serve,
-    stop_all,
-)
+from retro_atari_kit.processes import ChildBell, ChildDiedError, ChildProcess, receive_all, serve
 from retro_atari_kit.vector._factory import EnvFactory
-from retro_atari_kit.vector._stacked import BatchedInfos, Seeds, StackedVectorEnv
+from retro_atari_kit.vector._pool import START_METHODS, WorkerDiedError, WorkerPool, WorkerVectorEnv
+from retro_atari_kit.vector._stacked import BatchedInfos, Seeds
 from retro_atari_kit.vector._subprocess_worker import ON_PIPE, EnvWorker, Schema, Shared
 
-START_METHODS = ("fork", "forkserver", "spawn")
-
-
-class WorkerDiedError(ChildDiedError):
-    """A worker process of the subprocess backend died; ``rank`` is the env index it ran."""
-
-    def __init__(self, rank: int, message: str):
-        super().__init__(message)
-        self.rank = rank
+__all__ = ["START_METHODS", "SubprocessDriver", "WorkerDiedError"]
 
 
 def _start_worker(rank: int, factory: EnvFactory, start_method: str, bell: ChildBell) -> ChildProcess:
@@ -69,85 +52,41 @@ def _start_worker(rank: int, factory: EnvFactory, start_method: str, bell: Child
     )
 
 
-class SubprocessDriver:
+class SubprocessDriver(WorkerPool):
     """Runs one env per worker process; steps through shared memory and one wake-up, the rest over pipes."""
 
+    closed_message = "the subprocess vector env is closed"
+
     def __init__(self, factories: list[EnvFactory], start_method: str | None = None, timeout: float = 60.0):
-        if start_method is None:
-            start_method = default_start_method()
-        if start_method not in START_METHODS:
-            raise ValueError(f"start_method must be one of {', '.join(START_METHODS)}; got {start_method!r}")
         self.num_envs = n = len(factories)
         self.timeout = timeout
-        self.start_method = start_method
-        self.closed = False
-        self._broken: BaseException | None = None
-        self._shm: SharedMemory | None = None
         self._shared: Shared | None = None
         self._schemas: list[Schema | None] = [None] * n  # each worker's info schema, as it sent it
         self._common: list[tuple[str, int, type]] | None = None  # the schema every worker has, if any
-        self.workers: list[ChildProcess] = []
-        self._bells = Bells(n, start_method)
+        super().__init__(
+            n, start_method, lambda rank, bell: _start_worker(rank, factories[rank], self.start_method, bell)
+        )
         try:
-            for rank, factory in enumerate(factories):
-                self.workers.append(_start_worker(rank, factory, start_method, self._bells.child(rank)))
             spaces = receive_all(self.workers, self.timeout)
             self.frame_space, self.action_space, self.metadata = spaces[0]
             shape = self.frame_space.shape
-            self._shm = SharedMemory(create=True, size=Shared(None, n, shape).size)
-            self._shared = Shared(self._shm.buf, n, shape)
+            shm = self._create_shm(Shared(None, n, shape).size)
+            self._shared = Shared(shm.buf, n, shape)
             for worker in self.workers:
-                worker.send("shm", (self._shm.name, n))  # the workers read their pipe until this is done
+                worker.send("shm", (shm.name, n))  # the workers read their pipe until this is done
             receive_all(self.workers, self.timeout)
             self.frames = self._shared.frames
         except BaseException as exc:
-            if isinstance(exc, ChildDiedError):
-                self._broken = exc
-            self.close()
+            self._started_badly(exc)
             raise
 
-    def _died(self, exc: ChildDiedError) -> None:
-        """A worker died: the others are stopped, and every later call raises the same error."""
-        self._broken = exc
-        self.close()
-
-    def _check(self) -> None:
-        if self._broken is not None:
-            raise self._broken
-        if self.closed:
-            raise RuntimeError("the subprocess vector env is closed")
-
-    def _send_each(self, messages: list[tuple[int, str, Any]]) -> list[ChildProcess]:
-        """Send ``(rank, command, data)`` messages, each with its ring; the workers sent to, in order. A
-        message whose data cannot be sent (it does not pickle: nothing reaches the pipe, no ring) raises,
-        after the answers of the messages already sent have been read, so no answer waits in a pipe for
-        a later call to take as its own."""
-        sent: list[ChildProcess] = []
-        try:
-            for rank, command, data in messages:
-                self.workers[rank].send(command, data, wake=lambda rank=rank: self._bells.wake(rank))
-                sent.append(self.workers[rank])
-        except ChildDiedError:
-            raise
-        except Exception:
-            try:
-                receive_all(sent)
-            except ChildDiedError:
-                raise
-            except Exception:  # noqa: BLE001 - their errors are not this call's; the send's error is
-                pass
-            raise
-        return sent
+    def _release_views(self) -> None:
+        self.frames = self._shared = None  # type: ignore[assignment]
 
     # -- driver API --------------------------------------------------------------------------------
     def reset(self, indices: list[int], seeds: Seeds, options: dict | None) -> list[dict]:
-        self._check()
-        try:
-            messages = [(i, "reset", (seed, options)) for i, seed in zip(indices, seeds, strict=True)]
-            return receive_all(self._send_each(messages))
-        except ChildDiedError as exc:
-            self._died(exc)
-            raise
+        messages = [(i, "reset", (seed, options)) for i, seed in zip(indices, seeds, strict=True)]
+        return self._request_each(messages)
 
     def step(self, actions: np.ndarray, reset_mask: np.ndarray, same_step: bool):
         self._check()
@@ -239,68 +178,11 @@ class SubprocessDriver:
             self._common = None
 
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
-        self._check()
-        try:
-            messages = [(i, "call", (name, args, kwargs)) for i in range(self.num_envs)]
-            return receive_all(self._send_each(messages))
-        except ChildDiedError as exc:
-            self._died(exc)
-            raise
+        return self._request_each([(i, "call", (name, args, kwargs)) for i in range(self.num_envs)])
 
     def set_attr(self, name: str, values: list[Any]) -> None:
-        self._check()
-        try:
-            messages = [(i, "set_attr", (name, value)) for i, value in enumerate(values)]
-            receive_all(self._send_each(messages))  # e.g. a value that does not pickle: no stale answer
-        except ChildDiedError as exc:
-            self._died(exc)
-            raise
-
-    def close(self) -> None:
-        """Ask workers to exit, terminate/kill any that do not within a second, join all; unlink the shared
-        memory and the semaphores. Idempotent."""
-        if self.closed:
-            return
-        self.closed = True
-        for rank in range(len(self.workers)):
-            self._bells.wake(rank)  # to read the close stop_all writes (a worker may be on its bell)
-        stop_all(self.workers)  # bounded even here: close() must never hang
-        self._bells.close()
-        if self._shm is not None:
-            self.frames = self._shared = None  # type: ignore[assignment]
-            try:
-                self._shm.close()
-                self._shm.unlink()
-            except (BufferError, FileNotFoundError):
-                pass
-            self._shm = None
-
-    @property
-    def pids(self) -> list[int | None]:
-        return [worker.pid for worker in self.workers]
-
-
-class SubprocessVectorEnv(StackedVectorEnv):
-    """:class:`StackedVectorEnv` over worker processes; Ctrl-C during a call closes the workers."""
-
-    def step(self, actions):
-        try:
-            return super().step(actions)
-        except KeyboardInterrupt:
-            self.close()
-            raise
-
-    def reset(self, **kwargs: Any):
-        try:
-            return super().reset(**kwargs)
-        except KeyboardInterrupt:
-            self.close()
-            raise
-
-    @property
-    def worker_pids(self) -> list[int | None]:
-        """Process ids of the workers, by env rank."""
-        return self.driver.pids  # type: ignore[attr-defined]
+        # e.g. a value that does not pickle: no stale answer is left in a pipe
+        self._request_each([(i, "set_attr", (name, value)) for i, value in enumerate(values)])
 
 
 def make_subprocess_vector_env(
@@ -308,7 +190,7 @@ def make_subprocess_vector_env(
     frame_stack: int,
     autoreset_mode: AutoresetMode | str,
     start_method: str | None = None,
-) -> SubprocessVectorEnv:
+) -> WorkerVectorEnv:
     """Build the shared-memory subprocess backend (see the module docstring)."""
     driver = SubprocessDriver(factories, start_method)
-    return SubprocessVectorEnv(driver, frame_stack, autoreset_mode, "subprocess")
+    return WorkerVectorEnv(driver, frame_stack, autoreset_mode, "subprocess")

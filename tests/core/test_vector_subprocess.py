@@ -151,7 +151,7 @@ def test_script_without_main_guard_gets_a_hint(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("retro_atari_kit.vector.subprocess.WorkerDiedError: env rank 0")
+    assert last.startswith("retro_atari_kit.vector.WorkerDiedError: env rank 0")
     assert "while starting" in last and 'if __name__ == "__main__":' in last
 
 

@@ -50,7 +50,7 @@ def run_from_stdin(script: str, cwd) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     ("script", "error"),
     [
-        (GUARDED_VECTOR, "retro_atari_kit.vector.subprocess.WorkerDiedError: env rank 0"),
+        (GUARDED_VECTOR, "retro_atari_kit.vector.WorkerDiedError: env rank 0"),
         (
             GUARDED_SECOND_RETRO,
             "retro_atari_kit.envs.retro_worker.EnvWorkerDiedError: RetroKit/Pong",

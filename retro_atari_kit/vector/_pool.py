@@ -1,0 +1,195 @@
+"""What the process backends share: worker processes rung by :class:`~retro_atari_kit.processes.Bells`, one
+shared-memory segment, the pipe for everything else, and one way to break down (a worker that dies stops
+the others, and every later call raises the same error)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from multiprocessing.shared_memory import SharedMemory
+from typing import Any
+
+import numpy as np
+
+from retro_atari_kit.processes import (
+    Bells,
+    ChildBell,
+    ChildDiedError,
+    ChildProcess,
+    default_start_method,
+    receive_all,
+    stop_all,
+)
+from retro_atari_kit.vector._stacked import StackedVectorEnv
+
+START_METHODS = ("fork", "forkserver", "spawn")
+
+
+class WorkerDiedError(ChildDiedError):
+    """A worker process of a vector env died; ``rank`` is the (first) env index it ran."""
+
+    def __init__(self, rank: int, message: str):
+        super().__init__(message)
+        self.rank = rank
+
+
+WorkerDiedError.__module__ = "retro_atari_kit.vector"  # its public name, as tracebacks print it
+
+
+class SharedLayout:
+    """Numpy views of one shared-memory segment, laid out the same way in the main process and in every
+    worker: subclasses take their arrays in order with :meth:`_take` (``buffer=None``: sizing only, the
+    views are empty). ``size`` is the segment's size in bytes."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def _take(self, buffer: Any, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+        offset = -(-self.size // 64) * 64  # each array on its own cache lines
+        self.size = offset + int(np.prod(shape)) * np.dtype(dtype).itemsize
+        if buffer is None:
+            return np.empty((0, *shape[1:]), dtype=dtype)
+        return np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
+
+
+class WorkerPool:
+    """Worker processes of one vector env, each started with its bell; subclasses add the shared memory and
+    the driver API. ``start(rank, bell)`` starts worker ``rank``; a failure while starting closes them all."""
+
+    closed_message = "the vector env is closed"
+
+    def __init__(
+        self, workers: int, start_method: str | None, start: Callable[[int, ChildBell], ChildProcess]
+    ):
+        if start_method is None:
+            start_method = default_start_method()
+        if start_method not in START_METHODS:
+            raise ValueError(f"start_method must be one of {', '.join(START_METHODS)}; got {start_method!r}")
+        self.start_method = start_method
+        self.closed = False
+        self._broken: BaseException | None = None
+        self._shm: SharedMemory | None = None
+        self.workers: list[ChildProcess] = []
+        self._bells = Bells(workers, start_method)
+        try:
+            for rank in range(workers):
+                self.workers.append(start(rank, self._bells.child(rank)))
+        except BaseException as exc:
+            self._started_badly(exc)
+            raise
+
+    def _started_badly(self, exc: BaseException) -> None:
+        """Call from a subclass's ``__init__`` when it fails after the workers started."""
+        if isinstance(exc, ChildDiedError):
+            self._broken = exc
+        self.close()
+
+    def _create_shm(self, size: int) -> SharedMemory:
+        self._shm = SharedMemory(create=True, size=size)
+        return self._shm
+
+    def _died(self, exc: ChildDiedError) -> None:
+        """A worker died: the others are stopped, and every later call raises the same error."""
+        self._broken = exc
+        self.close()
+
+    def _check(self) -> None:
+        if self._broken is not None:
+            raise self._broken
+        if self.closed:
+            raise RuntimeError(self.closed_message)
+
+    def _send_each(self, messages: list[tuple[int, str, Any]]) -> list[ChildProcess]:
+        """Send ``(rank, command, data)`` messages, each with its ring; the workers sent to, in order. A
+        message whose data cannot be sent (it does not pickle: nothing reaches the pipe, no ring) raises,
+        after the answers of the messages already sent have been read, so no answer waits in a pipe for
+        a later call to take as its own."""
+        sent: list[ChildProcess] = []
+        try:
+            for rank, command, data in messages:
+                self.workers[rank].send(command, data, wake=lambda rank=rank: self._bells.wake(rank))
+                sent.append(self.workers[rank])
+        except ChildDiedError:
+            raise
+        except Exception:
+            try:
+                receive_all(sent)
+            except ChildDiedError:
+                raise
+            except Exception:  # noqa: BLE001 - their errors are not this call's; the send's error is
+                pass
+            raise
+        return sent
+
+    def _request_each(self, messages: list[tuple[int, str, Any]]) -> list[Any]:
+        """:meth:`_send_each`, then every answer in order; a dead worker breaks the pool."""
+        self._check()
+        try:
+            return receive_all(self._send_each(messages))
+        except ChildDiedError as exc:
+            self._died(exc)
+            raise
+
+    def _release_views(self) -> None:
+        """Drop every numpy view of the shared memory (subclasses), so that it can be closed."""
+
+    def close(self) -> None:
+        """Ask workers to exit, terminate/kill any that do not within a second, join all; unlink the shared
+        memory and the semaphores. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        for rank in range(len(self.workers)):
+            self._bells.wake(rank)  # to read the close stop_all writes (a worker may be on its bell)
+        stop_all(self.workers)  # bounded even here: close() must never hang
+        self._bells.close()
+        if self._shm is not None:
+            self._release_views()
+            try:
+                self._shm.close()
+                self._shm.unlink()
+            except (BufferError, FileNotFoundError):
+                pass
+            self._shm = None
+
+    @property
+    def pids(self) -> list[int | None]:
+        return [worker.pid for worker in self.workers]
+
+
+class WorkerVectorEnv(StackedVectorEnv):
+    """:class:`StackedVectorEnv` over worker processes; Ctrl-C during a call closes the workers."""
+
+    def step(self, actions):
+        try:
+            return super().step(actions)
+        except KeyboardInterrupt:
+            self.close()
+            raise
+
+    def reset(self, **kwargs: Any):
+        try:
+            return super().reset(**kwargs)
+        except KeyboardInterrupt:
+            self.close()
+            raise
+
+    @property
+    def worker_pids(self) -> list[int | None]:
+        """Process ids of the workers: one per env (subprocess backend) or per block of envs (sharded)."""
+        return self.driver.pids  # type: ignore[attr-defined]
+
+
+def attach_untracked(name: str) -> SharedMemory:
+    """Attach to the main process's segment without registering it with a resource tracker.
+
+    Python < 3.13 registers every attached segment; the main process owns and unlinks it, so a worker's
+    registration only produces false "leaked shared_memory" warnings (spawn) or a double unlink.
+    """
+    from multiprocessing import resource_tracker
+
+    register = resource_tracker.register
+    resource_tracker.register = lambda *args, **kwargs: None  # this worker process only
+    try:
+        return SharedMemory(name=name)
+    finally:
+        resource_tracker.register = register

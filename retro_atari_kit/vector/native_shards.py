@@ -1,0 +1,299 @@
+"""The native ALE backend sharded over worker processes: each process drives a contiguous block of envs.
+
+Why (docs/performance.md): in one process the exact warp of each frame runs on a few Python
+threads, which contend for the GIL and hand each step to each other; on 16 cores the warp capped the
+backend at ~10,000 env steps/s whatever the thread count. Here every worker process runs a
+:class:`~retro_atari_kit.vector.native_ale.NativeDriver` over its block, with no warp thread: its one
+thread sends its envs' actions, then receives and warps each frame as soon as its env is done, while the
+block's other envs (C++ threads) still emulate. Workers share no GIL, so the warp scales with the cores.
+
+Frames are those of the in-process native backend, bit for bit: each worker runs the same driver, whose
+warp writes straight into shared memory; env ``i`` of the vector env is env ``i - lo`` of its block, with
+the same seed. A step is one wake-up for all workers (:class:`~retro_atari_kit.processes.Bells`): the
+actions, the reset mask and the autoreset mode go into shared memory, every worker steps its block and
+writes frames, rewards, flags and ALE's counters there, and the last one to finish releases the main
+process. The rare rest (a game's true score, the final frame's info of a same-step autoreset, an
+exception) follows over the worker's pipe, as do ``reset``, ``call`` and ``close``. Frame stacking
+happens in the main process (:class:`~retro_atari_kit.vector._stacked.StackedVectorEnv`).
+
+A worker that dies makes the call raise :class:`~retro_atari_kit.vector.WorkerDiedError` at once (its
+``rank`` is the block's first env), and stops the others.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from multiprocessing.connection import Connection
+from multiprocessing.shared_memory import SharedMemory
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from retro_atari_kit.processes import (
+    ChildBell,
+    ChildDiedError,
+    ChildProcess,
+    receive_all,
+    reply,
+    reply_error,
+    serve,
+)
+from retro_atari_kit.vector._pool import (
+    SharedLayout,
+    WorkerDiedError,
+    WorkerPool,
+    WorkerVectorEnv,
+    attach_untracked,
+)
+from retro_atari_kit.vector._stacked import BatchedInfos, Seeds, StackedVectorEnv
+from retro_atari_kit.vector._threads import schedule_as_batch
+from retro_atari_kit.vector.native_ale import COUNTERS, NativeDriver
+
+IN_MEMORY, ON_PIPE = 0, 1  # where a block's step result is: all in shared memory, or (also) on the pipe
+
+
+MIN_CORES = 8  # below this many cores the default keeps every env in this process
+
+
+def default_shards(num_envs: int, cores: int | None = None) -> int:
+    """On :data:`MIN_CORES` cores or more, one worker process per core with at least two envs each; on
+    fewer, 1 (every env in this process).
+
+    Measured (docs/performance.md, "the native backend sharded over processes"): on 16 cores, 1.05x one
+    process at N=16 and 1.21x at N=32; on 2 cores, 0.94-1.02x at N=4 and 8, so not worth its processes.
+    """
+    cores = cores or os.cpu_count() or 1
+    if cores < MIN_CORES:
+        return 1
+    return max(1, min(cores, num_envs // 2))
+
+
+def check_shards(shards: Any, num_envs: int) -> int:
+    """``shards`` as given (an int from 1 to ``num_envs``), or :func:`default_shards` for None."""
+    if shards is None:
+        return default_shards(num_envs)
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= num_envs:
+        raise ValueError(
+            f"shards must be an int from 1 (all envs in this process) to num_envs={num_envs}, got {shards!r}"
+        )
+    return shards
+
+
+def blocks(num_envs: int, shards: int) -> list[tuple[int, int]]:
+    """The contiguous ``[lo, hi)`` env blocks of ``shards`` workers, sizes differing by at most one."""
+    bounds = [num_envs * s // shards for s in range(shards + 1)]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+class ShardShared(SharedLayout):
+    """Numpy views of the one shared-memory segment (the same layout in every process)."""
+
+    def __init__(self, buffer: Any, n: int, shards: int, frame_shape: tuple[int, ...]):
+        super().__init__()
+        both = self._take(buffer, (n, 2, *frame_shape), np.uint8)
+        self.frames, self.final_frames = both[:, 0], both[:, 1]
+        self.actions = self._take(buffer, (n,), np.int64)
+        self.reset_mask = self._take(buffer, (n,), np.bool_)
+        self.same_step = self._take(buffer, (1,), np.bool_)
+        self.rewards = self._take(buffer, (n,), np.float64)
+        self.flags = self._take(buffer, (n, 2), np.bool_)  # terminated, truncated
+        self.counters = self._take(buffer, (n, len(COUNTERS)), np.int64)
+        self.where = self._take(buffer, (shards,), np.uint8)
+
+
+class ShardWorker:
+    """The worker's side (run by :func:`~retro_atari_kit.processes.serve`): a native driver over envs
+    ``[lo, hi)``; steps arrive by the bell, everything else over the pipe."""
+
+    def __init__(self, shard: int, lo: int, hi: int, shards: int, game: str, cfg: dict, bell: ChildBell):
+        self.shard, self.lo, self.hi, self.shards = shard, lo, hi, shards
+        self.bell = bell
+        self.driver = NativeDriver(game, hi - lo, cfg, warp_threads=0)
+        # woken by its bell, this thread then does not preempt the main process before it has rung the
+        # other workers (one ring cost the main process 45 us, 12 us so; docs/performance.md)
+        schedule_as_batch({threading.get_native_id()})
+        self.shm: SharedMemory | None = None
+        self.shared: ShardShared | None = None
+
+    def hello(self) -> tuple:
+        driver = self.driver
+        return driver.frame_space, driver.action_space, driver.metadata
+
+    def next_command(self, conn: Connection) -> tuple:
+        if self.shared is None:  # before the shared memory is attached, only the pipe
+            return conn.recv()
+        while True:
+            message = self.bell.wait(conn)
+            if message is not None:
+                return message
+            self._step(conn)
+
+    def _step(self, conn: Connection) -> None:
+        shared, lo, hi = self.shared, self.lo, self.hi
+        where = IN_MEMORY
+        try:
+            rewards, terms, truncs, infos, finals = self.driver.step(
+                shared.actions[lo:hi], shared.reset_mask[lo:hi], bool(shared.same_step[0])
+            )
+            shared.rewards[lo:hi] = rewards
+            shared.flags[lo:hi, 0] = terms
+            shared.flags[lo:hi, 1] = truncs
+            for j, key in enumerate(COUNTERS):
+                shared.counters[lo:hi, j] = infos.common[key]
+            if infos.extra or finals:
+                for i, (frame, _) in finals.items():
+                    shared.final_frames[lo + i] = frame
+                extra = {lo + i: info for i, info in infos.extra.items()}
+                reply(conn, (extra, {lo + i: info for i, (_, info) in finals.items()}))
+                where = ON_PIPE
+        except Exception as exc:
+            reply_error(conn, exc)
+            where = ON_PIPE
+        shared.where[self.shard] = where
+        self.bell.finished()
+
+    def handle(self, command: str, data: Any) -> Any:
+        driver = self.driver
+        if command == "reset":
+            indices, seeds, options = data
+            return driver.reset([i - self.lo for i in indices], seeds, options)
+        if command == "call":
+            return driver.call(*data)
+        if command == "set_attr":
+            return driver.set_attr(*data)
+        if command == "shm":
+            name, n = data
+            self.shm = attach_untracked(name)
+            self.shared = ShardShared(self.shm.buf, n, self.shards, driver.frame_space.shape)
+            driver.frames = self.shared.frames[self.lo : self.hi]  # the warp writes into shared memory
+            return None
+        raise ValueError(f"unknown worker command {command!r}")
+
+    def close(self) -> None:
+        try:
+            self.driver.close()
+        finally:
+            if self.shm is not None:
+                self.driver.frames = None
+                self.shared = None  # release the buffer views before closing the segment
+                self.shm.close()
+
+
+def _start_shard(
+    shard: int, block: tuple[int, int], shards: int, game: str, cfg: dict, start_method: str, bell: ChildBell
+) -> ChildProcess:
+    lo, hi = block
+    return ChildProcess(
+        serve,
+        (ShardWorker, shard, lo, hi, shards, game, cfg, bell),
+        who=f"envs {lo}-{hi - 1} (RetroKit/{game}-v0): their worker process",
+        name=f"retrokit-shard-{shard}",
+        context=start_method,
+        advice="the vector env is closed, make a new one",
+        died=lambda message: WorkerDiedError(lo, message),
+    )
+
+
+class ShardedNativeDriver(WorkerPool):
+    """The native driver's API over ``shards`` worker processes (see the module docstring)."""
+
+    closed_message = "the native vector env is closed"
+
+    def __init__(
+        self,
+        game: str,
+        num_envs: int,
+        cfg: dict[str, Any],
+        shards: int,
+        start_method: str | None = None,
+        timeout: float = 60.0,
+    ):
+        self.num_envs = num_envs
+        self.blocks = blocks(num_envs, shards)
+        self._shared: ShardShared | None = None
+        super().__init__(
+            shards,
+            start_method,
+            lambda s, bell: _start_shard(s, self.blocks[s], shards, game, cfg, self.start_method, bell),
+        )
+        try:
+            self.frame_space, self.action_space, self.metadata = receive_all(self.workers, timeout)[0]
+            size = ShardShared(None, num_envs, shards, self.frame_space.shape).size
+            shm = self._create_shm(size)
+            self._shared = ShardShared(shm.buf, num_envs, shards, self.frame_space.shape)
+            for worker in self.workers:
+                worker.send("shm", (shm.name, num_envs))  # the workers read their pipe until this is done
+            receive_all(self.workers, timeout)
+            self.frames = self._shared.frames
+        except BaseException as exc:
+            self._started_badly(exc)
+            raise
+
+    def _release_views(self) -> None:
+        self.frames = self._shared = None  # type: ignore[assignment]
+
+    def _shard_of(self, env: int) -> int:
+        return next(s for s, (lo, hi) in enumerate(self.blocks) if lo <= env < hi)
+
+    # -- driver API --------------------------------------------------------------------------------
+    def reset(self, indices: list[int], seeds: Seeds, options: dict | None) -> list[dict]:
+        by_shard: dict[int, tuple[list[int], list[int | None]]] = {}
+        for i, seed in zip(indices, seeds, strict=True):
+            envs, shard_seeds = by_shard.setdefault(self._shard_of(i), ([], []))
+            envs.append(i)
+            shard_seeds.append(seed)
+        answers = self._request_each([(s, "reset", (*data, options)) for s, data in by_shard.items()])
+        infos = {}
+        for (envs, _), shard_infos in zip(by_shard.values(), answers, strict=True):
+            infos.update(zip(envs, shard_infos, strict=True))
+        return [infos[i] for i in indices]
+
+    def step(self, actions: np.ndarray, reset_mask: np.ndarray, same_step: bool):
+        self._check()
+        shared, workers = self._shared, self.workers
+        everyone = range(len(workers))
+        try:
+            shared.actions[:] = actions
+            shared.reset_mask[:] = reset_mask
+            shared.same_step[0] = same_step
+            self._bells.start(everyone)
+            self._bells.wait(workers)
+            answers = receive_all([workers[s] for s in everyone if shared.where[s] == ON_PIPE])
+        except ChildDiedError as exc:
+            self._died(exc)
+            raise
+        extra: dict[int, dict] = {}
+        finals: dict[int, tuple[np.ndarray, dict]] = {}
+        for block_extra, block_finals in answers:
+            extra.update(block_extra)
+            for i, info in block_finals.items():
+                finals[i] = (shared.final_frames[i].copy(), info)
+        common = {key: shared.counters[:, j].copy() for j, key in enumerate(COUNTERS)}
+        terms, truncs = shared.flags[:, 0].copy(), shared.flags[:, 1].copy()
+        return shared.rewards.copy(), terms, truncs, BatchedInfos(common, extra), finals
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        answers = self._request_each([(s, "call", (name, args, kwargs)) for s in range(len(self.workers))])
+        return [value for block in answers for value in block]
+
+    def set_attr(self, name: str, values: list[Any]) -> None:
+        self._request_each([(s, "set_attr", (name, values[lo:hi])) for s, (lo, hi) in enumerate(self.blocks)])
+
+
+def make_native_vector_env(
+    game: str,
+    num_envs: int,
+    autoreset_mode: AutoresetMode,
+    cfg: dict[str, Any],
+    shards: int = 1,
+    start_method: str | None = None,
+) -> StackedVectorEnv:
+    """The native backend from resolved kwargs the native driver can express (``validate_ale_kwargs``,
+    checked with ``native_incompatibilities``): in this process (``shards=1``) or over ``shards`` workers."""
+    if shards == 1:
+        driver = NativeDriver(game, num_envs, cfg)
+        return StackedVectorEnv(driver, cfg["frame_stack"], autoreset_mode, "native")
+    driver = ShardedNativeDriver(game, num_envs, cfg, shards, start_method)
+    return WorkerVectorEnv(driver, cfg["frame_stack"], autoreset_mode, "native")
