@@ -114,9 +114,8 @@ def make_vector_env(
     cfg = _validated(game, kind, kwargs)  # one clear error here, before any worker starts
     chosen = _choose_backend(game, kind, backend, cfg)
     if chosen == "native":
-        from retro_atari_kit.vector.native_shards import check_shards, make_native_vector_env
+        from retro_atari_kit.vector.native_shards import make_native_vector_env
 
-        shards = check_shards(shards, num_envs)
         return make_native_vector_env(game, num_envs, autoreset_mode, cfg, shards, start_method)
     if shards is not None:
         raise ValueError(

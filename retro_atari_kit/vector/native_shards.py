@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from multiprocessing.connection import Connection
 from multiprocessing.shared_memory import SharedMemory
 from typing import Any
@@ -219,7 +220,11 @@ class ShardedNativeDriver(WorkerPool):
             lambda s, bell: _start_shard(s, self.blocks[s], shards, game, cfg, self.start_method, bell),
         )
         try:
-            self.frame_space, self.action_space, self.metadata = receive_all(self.workers, timeout)[0]
+            try:
+                self.frame_space, self.action_space, self.metadata = receive_all(self.workers, timeout)[0]
+            except ChildDiedError as exc:
+                exc.while_starting = True  # type: ignore[attr-defined]  # e.g. a script with no main guard
+                raise
             size = ShardShared(None, num_envs, shards, self.frame_space.shape).size
             shm = self._create_shm(size)
             self._shared = ShardShared(shm.buf, num_envs, shards, self.frame_space.shape)
@@ -287,13 +292,32 @@ def make_native_vector_env(
     num_envs: int,
     autoreset_mode: AutoresetMode,
     cfg: dict[str, Any],
-    shards: int = 1,
+    shards: int | None = None,
     start_method: str | None = None,
 ) -> StackedVectorEnv:
     """The native backend from resolved kwargs the native driver can express (``validate_ale_kwargs``,
-    checked with ``native_incompatibilities``): in this process (``shards=1``) or over ``shards`` workers."""
-    if shards == 1:
-        driver = NativeDriver(game, num_envs, cfg)
-        return StackedVectorEnv(driver, cfg["frame_stack"], autoreset_mode, "native")
-    driver = ShardedNativeDriver(game, num_envs, cfg, shards, start_method)
-    return WorkerVectorEnv(driver, cfg["frame_stack"], autoreset_mode, "native")
+    checked with ``native_incompatibilities``): in this process (``shards=1``) or over ``shards`` workers
+    (None: :func:`default_shards`).
+
+    Workers that cannot start when ``shards`` was left to the default (most often a script without a main
+    guard, whose workers re-run it) do not fail the call: a ``UserWarning`` says why and how to get the
+    workers, and every env runs in this process, with the same observations.
+    """
+    defaulted = shards is None
+    shards = check_shards(shards, num_envs)
+    if shards > 1:
+        try:
+            driver = ShardedNativeDriver(game, num_envs, cfg, shards, start_method)
+            return WorkerVectorEnv(driver, cfg["frame_stack"], autoreset_mode, "native")
+        except ChildDiedError as exc:
+            if not (defaulted and getattr(exc, "while_starting", False)):
+                raise
+            warnings.warn(
+                f"RetroKit/{game}-v0: the native backend's {shards} worker processes (the default on "
+                f"{os.cpu_count()} cores) could not start, so every env runs in this process (the same "
+                f"observations, fewer env steps/s on many cores): {exc}. Pass shards=1 to skip the workers.",
+                UserWarning,
+                stacklevel=4,
+            )
+    driver = NativeDriver(game, num_envs, cfg)
+    return StackedVectorEnv(driver, cfg["frame_stack"], autoreset_mode, "native")

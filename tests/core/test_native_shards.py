@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 
 import gymnasium as gym
@@ -146,3 +149,36 @@ def test_default_shards_and_blocks():
     assert [default_shards(n, cores=16) for n in (1, 2, 8, 16, 32, 64)] == [1, 1, 4, 8, 16, 16]
     assert blocks(5, 2) == [(0, 2), (2, 5)]
     assert blocks(4, 4) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+
+
+@pytest.mark.parametrize("shards", [None, 2])
+def test_script_without_main_guard_falls_back_only_from_the_default(tmp_path, shards):
+    """On many cores the default starts workers, which re-import the main script: without a main guard they
+    cannot start. Left to the default, the backend then warns and runs in one process; asked for workers,
+    the call raises the error that says to add the guard."""
+    script = tmp_path / "no_guard.py"
+    script.write_text(
+        textwrap.dedent(f"""
+            import os
+            os.cpu_count = lambda: 16  # a many-core machine: the default is 2 workers for 4 envs
+            import gymnasium as gym
+            import retro_atari_kit
+            venv = gym.make_vec("RetroKit/Pong-v0", num_envs=4, shards={shards})
+            obs, _ = venv.reset(seed=0)
+            print(type(venv).__name__, obs.shape)
+            venv.close()
+        """)
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    if shards is None:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.stdout.strip() == "StackedVectorEnv (4, 4, 84, 84)"
+        assert "no_guard.py:6: UserWarning: RetroKit/Pong-v0: the native backend's 2 worker processes" in (
+            proc.stderr
+        )
+        assert "could not start, so every env runs in this process" in proc.stderr
+        assert 'under `if __name__ == "__main__":`' in proc.stderr
+    else:
+        assert proc.returncode == 1
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith("retro_atari_kit.vector.WorkerDiedError: envs 0-1 (RetroKit/Pong-v0)"), last
