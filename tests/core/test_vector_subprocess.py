@@ -76,7 +76,8 @@ def test_close_is_idempotent_and_reaps_workers():
         venv.step(np.zeros(2, dtype=np.int64))
 
 
-def test_ctrl_c_in_main_process_shuts_workers_down(tmp_path):
+@pytest.mark.parametrize("backend", ['backend="subprocess"', 'backend="native", shards=2'])
+def test_ctrl_c_in_main_process_shuts_workers_down(tmp_path, backend):
     """Ctrl-C during a call closes the env at once; Ctrl-C between calls (the script's own loop) leaves it to
     the interpreter's exit. Either way no worker survives. The script reports where the interrupt landed."""
     script = tmp_path / "run.py"
@@ -94,7 +95,7 @@ def test_ctrl_c_in_main_process_shuts_workers_down(tmp_path):
             # started from a background job, we inherit an ignored SIGINT: Ctrl-C must raise here regardless
             signal.signal(signal.SIGINT, signal.default_int_handler)
             faulthandler.register(signal.SIGUSR1)  # the test dumps our stacks if we hang
-            venv = gym.make_vec("RetroKit/Pong-v0", num_envs=2, backend="subprocess")
+            venv = gym.make_vec("RetroKit/Pong-v0", num_envs=2, BACKEND)
             venv.reset(seed=0)
             print(*venv.worker_pids, flush=True)
             actions = np.zeros(2, dtype=np.int64)
@@ -106,7 +107,7 @@ def test_ctrl_c_in_main_process_shuts_workers_down(tmp_path):
                 in_call = any("retro_atari_kit" in name for name in frames)
                 print("interrupted", "in-call" if in_call else "between-calls", venv.closed, flush=True)
                 sys.exit(3)
-    """)
+    """).replace("BACKEND", backend)
     )
     proc = subprocess.Popen(
         [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
