@@ -37,14 +37,37 @@ def worker_env_id(env_id: str) -> str:
     return MODULE_PREFIX + bare
 
 
+def runner_env_kwargs(env_id: str, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """``env_kwargs`` as each runner's ``gym.make_vec`` gets them: on the native backend, every env in the
+    runner's own process (``shards=1``) unless they set ``shards``. RLlib scales out with env runners, each
+    with its CPUs; the kit's default (a worker process per core on 8 cores or more) would start that many
+    under every runner of a node."""
+    kwargs = dict(env_kwargs or {})
+    if "shards" in kwargs:
+        return kwargs
+    from retro_atari_kit.vector import resolve_backend
+
+    vector_level = ("autoreset_mode", "start_method", "vectorization_mode")
+    env_only = {key: value for key, value in kwargs.items() if key not in vector_level}
+    try:
+        game = gym.spec(env_id[len(MODULE_PREFIX) :]).kwargs["game"]
+        if resolve_backend(game, **env_only) == "native":
+            kwargs["shards"] = 1
+    except (TypeError, ValueError, KeyError, gym.error.Error):  # the runner's gym.make_vec says so, as before
+        pass
+    return kwargs
+
+
 def configure_env(config: Any, env_id: str, env_kwargs: dict[str, Any] | None = None) -> Any:
     """Point an RLlib ``AlgorithmConfig`` at a RetroKit env (in place; returns it).
 
-    Sets the module-prefixed ID, ``env_config=env_kwargs`` (passed to ``gym.make_vec`` on every runner),
+    Sets the module-prefixed ID, ``env_config`` (:func:`runner_env_kwargs`, passed to ``gym.make_vec`` on
+    every runner),
     ``gym_env_vectorize_mode="vector_entry_point"`` (the kit's vector backends) and ``clip_rewards=False``
     (the env clips to sign already; clipping again is harmless for signs but hides misconfiguration).
     """
-    config.environment(env=worker_env_id(env_id), env_config=dict(env_kwargs or {}), clip_rewards=False)
+    env_id = worker_env_id(env_id)
+    config.environment(env=env_id, env_config=runner_env_kwargs(env_id, env_kwargs), clip_rewards=False)
     config.env_runners(gym_env_vectorize_mode=gym.VectorizeMode.VECTOR_ENTRY_POINT)
     return config
 
