@@ -5,6 +5,7 @@ the others, and every later call raises the same error)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
@@ -17,6 +18,7 @@ from retro_atari_kit.processes import (
     ChildProcess,
     default_start_method,
     receive_all,
+    serve,
     stop_all,
 )
 from retro_atari_kit.vector._stacked import StackedVectorEnv
@@ -33,6 +35,42 @@ class WorkerDiedError(ChildDiedError):
 
 
 WorkerDiedError.__module__ = "retro_atari_kit.vector"  # its public name, as tracebacks print it
+
+
+def start_worker(
+    handler: type, args: tuple, who: str, name: str, start_method: str, rank: int
+) -> ChildProcess:
+    """Start a worker process serving ``handler(*args)`` (:func:`~retro_atari_kit.processes.serve`); its
+    death raises :class:`WorkerDiedError` with ``rank``, and ``who`` names it in errors."""
+    return ChildProcess(
+        serve,
+        (handler, *args),
+        who=who,
+        name=name,
+        context=start_method,
+        advice="the vector env is closed, make a new one",
+        died=lambda message: WorkerDiedError(rank, message),
+    )
+
+
+class BellWorker:
+    """The worker side's loop: the pipe alone until the shared memory is attached (``shared``), then steps
+    by the ``bell`` (``_step(conn)``, subclasses) and every other command over the pipe."""
+
+    bell: ChildBell
+    shared: Any = None
+
+    def next_command(self, conn: Connection) -> tuple:
+        if self.shared is None:  # before the shared memory is attached, only the pipe
+            return conn.recv()
+        while True:
+            message = self.bell.wait(conn)
+            if message is not None:
+                return message
+            self._step(conn)
+
+    def _step(self, conn: Connection) -> None:
+        raise NotImplementedError
 
 
 class SharedLayout:
@@ -68,6 +106,7 @@ class WorkerPool:
         self.closed = False
         self._broken: BaseException | None = None
         self._shm: SharedMemory | None = None
+        self._shared: Any = None  # the subclass's layout of the segment, once shared
         self.workers: list[ChildProcess] = []
         self._bells = Bells(workers, start_method)
         try:
@@ -83,9 +122,15 @@ class WorkerPool:
             self._broken = exc
         self.close()
 
-    def _create_shm(self, size: int) -> SharedMemory:
-        self._shm = SharedMemory(create=True, size=size)
-        return self._shm
+    def _share(self, layout: Callable[[Any], Any], num_envs: int, timeout: float) -> None:
+        """Create the shared-memory segment ``layout`` lays out (called with None to size it, then with the
+        buffer), send every worker its name and wait until all have attached; ``frames`` is its frame view."""
+        self._shm = shm = SharedMemory(create=True, size=layout(None).size)
+        self._shared = layout(shm.buf)
+        for worker in self.workers:
+            worker.send("shm", (shm.name, num_envs))  # the workers read their pipe until this is done
+        receive_all(self.workers, timeout)
+        self.frames = self._shared.frames
 
     def _died(self, exc: ChildDiedError) -> None:
         """A worker died: the others are stopped, and every later call raises the same error."""
@@ -130,7 +175,8 @@ class WorkerPool:
             raise
 
     def _release_views(self) -> None:
-        """Drop every numpy view of the shared memory (subclasses), so that it can be closed."""
+        """Drop every numpy view of the shared memory, so that it can be closed."""
+        self.frames = self._shared = None
 
     def close(self) -> None:
         """Ask workers to exit, terminate/kill any that do not within a second, join all; unlink the shared

@@ -16,7 +16,7 @@ import numpy as np
 
 from retro_atari_kit.processes import ChildBell, reply, reply_error
 from retro_atari_kit.vector._factory import EnvFactory
-from retro_atari_kit.vector._pool import SharedLayout, attach_untracked
+from retro_atari_kit.vector._pool import BellWorker, SharedLayout, attach_untracked
 
 MAX_INFO_KEYS = 64  # an info with more keys travels over the pipe
 _INFO_TYPES = (int, float, bool)  # the types StackedVectorEnv batches into one array per key
@@ -51,7 +51,7 @@ def info_schema(info: dict) -> Schema | None:
     return tuple(info), types
 
 
-class EnvWorker:
+class EnvWorker(BellWorker):
     """The worker's side (run by :func:`~retro_atari_kit.processes.serve`): one env, its shared-memory
     slots, and its bell; steps arrive by the bell, everything else over the pipe."""
 
@@ -67,15 +67,6 @@ class EnvWorker:
         meta = dict(self.env.metadata)
         meta["render_mode"] = self.env.render_mode
         return self.env.observation_space, self.env.action_space, meta
-
-    def next_command(self, conn: Connection) -> tuple:
-        if self.shared is None:  # before the shared memory is attached, only the pipe
-            return conn.recv()
-        while True:
-            message = self.bell.wait(conn)
-            if message is not None:
-                return message
-            self._step(conn)
 
     def _step(self, conn: Connection) -> None:
         """One env step for the bell; the result in shared memory, what does not fit there on the pipe."""

@@ -39,14 +39,14 @@ from retro_atari_kit.processes import (
     receive_all,
     reply,
     reply_error,
-    serve,
 )
 from retro_atari_kit.vector._pool import (
+    BellWorker,
     SharedLayout,
-    WorkerDiedError,
     WorkerPool,
     WorkerVectorEnv,
     attach_untracked,
+    start_worker,
 )
 from retro_atari_kit.vector._stacked import BatchedInfos, Seeds, StackedVectorEnv
 from retro_atari_kit.vector._threads import schedule_as_batch
@@ -104,7 +104,7 @@ class ShardShared(SharedLayout):
         self.where = self._take(buffer, (shards,), np.uint8)
 
 
-class ShardWorker:
+class ShardWorker(BellWorker):
     """The worker's side (run by :func:`~retro_atari_kit.processes.serve`): a native driver over envs
     ``[lo, hi)``; steps arrive by the bell, everything else over the pipe."""
 
@@ -121,15 +121,6 @@ class ShardWorker:
     def hello(self) -> tuple:
         driver = self.driver
         return driver.frame_space, driver.action_space, driver.metadata
-
-    def next_command(self, conn: Connection) -> tuple:
-        if self.shared is None:  # before the shared memory is attached, only the pipe
-            return conn.recv()
-        while True:
-            message = self.bell.wait(conn)
-            if message is not None:
-                return message
-            self._step(conn)
 
     def _step(self, conn: Connection) -> None:
         shared, lo, hi = self.shared, self.lo, self.hi
@@ -186,15 +177,9 @@ def _start_shard(
     shard: int, block: tuple[int, int], shards: int, game: str, cfg: dict, start_method: str, bell: ChildBell
 ) -> ChildProcess:
     lo, hi = block
-    return ChildProcess(
-        serve,
-        (ShardWorker, shard, lo, hi, shards, game, cfg, bell),
-        who=f"envs {lo}-{hi - 1} (RetroKit/{game}-v0): their worker process",
-        name=f"retrokit-shard-{shard}",
-        context=start_method,
-        advice="the vector env is closed, make a new one",
-        died=lambda message: WorkerDiedError(lo, message),
-    )
+    who = f"envs {lo}-{hi - 1} (RetroKit/{game}-v0): their worker process"
+    args = (shard, lo, hi, shards, game, cfg, bell)
+    return start_worker(ShardWorker, args, who, f"retrokit-shard-{shard}", start_method, rank=lo)
 
 
 class ShardedNativeDriver(WorkerPool):
@@ -213,7 +198,6 @@ class ShardedNativeDriver(WorkerPool):
     ):
         self.num_envs = num_envs
         self.blocks = blocks(num_envs, shards)
-        self._shared: ShardShared | None = None
         super().__init__(
             shards,
             start_method,
@@ -225,19 +209,11 @@ class ShardedNativeDriver(WorkerPool):
             except ChildDiedError as exc:
                 exc.while_starting = True  # type: ignore[attr-defined]  # e.g. a script with no main guard
                 raise
-            size = ShardShared(None, num_envs, shards, self.frame_space.shape).size
-            shm = self._create_shm(size)
-            self._shared = ShardShared(shm.buf, num_envs, shards, self.frame_space.shape)
-            for worker in self.workers:
-                worker.send("shm", (shm.name, num_envs))  # the workers read their pipe until this is done
-            receive_all(self.workers, timeout)
-            self.frames = self._shared.frames
+            shape = self.frame_space.shape
+            self._share(lambda buffer: ShardShared(buffer, num_envs, shards, shape), num_envs, timeout)
         except BaseException as exc:
             self._started_badly(exc)
             raise
-
-    def _release_views(self) -> None:
-        self.frames = self._shared = None  # type: ignore[assignment]
 
     def _shard_of(self, env: int) -> int:
         return next(s for s, (lo, hi) in enumerate(self.blocks) if lo <= env < hi)

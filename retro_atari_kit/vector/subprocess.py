@@ -28,9 +28,15 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from retro_atari_kit.processes import ChildBell, ChildDiedError, ChildProcess, receive_all, serve
+from retro_atari_kit.processes import ChildBell, ChildDiedError, ChildProcess, receive_all
 from retro_atari_kit.vector._factory import EnvFactory
-from retro_atari_kit.vector._pool import START_METHODS, WorkerDiedError, WorkerPool, WorkerVectorEnv
+from retro_atari_kit.vector._pool import (
+    START_METHODS,
+    WorkerDiedError,
+    WorkerPool,
+    WorkerVectorEnv,
+    start_worker,
+)
 from retro_atari_kit.vector._stacked import BatchedInfos, Seeds
 from retro_atari_kit.vector._subprocess_worker import ON_PIPE, EnvWorker, Schema, Shared
 
@@ -39,17 +45,12 @@ __all__ = ["START_METHODS", "SubprocessDriver", "WorkerDiedError"]
 
 def _start_worker(rank: int, factory: EnvFactory, start_method: str, bell: ChildBell) -> ChildProcess:
     game = getattr(factory, "game", None)
-    return ChildProcess(
-        serve,
-        (EnvWorker, rank, factory, bell),
-        who=f"env rank {rank} (RetroKit/{game}-v0): its worker process"
+    who = (
+        f"env rank {rank} (RetroKit/{game}-v0): its worker process"
         if game
-        else f"env rank {rank}: its worker process",
-        name=f"retrokit-env-{rank}",
-        context=start_method,
-        advice="the vector env is closed, make a new one",
-        died=lambda message: WorkerDiedError(rank, message),
+        else f"env rank {rank}: its worker process"
     )
+    return start_worker(EnvWorker, (rank, factory, bell), who, f"retrokit-env-{rank}", start_method, rank)
 
 
 class SubprocessDriver(WorkerPool):
@@ -60,7 +61,6 @@ class SubprocessDriver(WorkerPool):
     def __init__(self, factories: list[EnvFactory], start_method: str | None = None, timeout: float = 60.0):
         self.num_envs = n = len(factories)
         self.timeout = timeout
-        self._shared: Shared | None = None
         self._schemas: list[Schema | None] = [None] * n  # each worker's info schema, as it sent it
         self._common: list[tuple[str, int, type]] | None = None  # the schema every worker has, if any
         super().__init__(
@@ -69,19 +69,10 @@ class SubprocessDriver(WorkerPool):
         try:
             spaces = receive_all(self.workers, self.timeout)
             self.frame_space, self.action_space, self.metadata = spaces[0]
-            shape = self.frame_space.shape
-            shm = self._create_shm(Shared(None, n, shape).size)
-            self._shared = Shared(shm.buf, n, shape)
-            for worker in self.workers:
-                worker.send("shm", (shm.name, n))  # the workers read their pipe until this is done
-            receive_all(self.workers, self.timeout)
-            self.frames = self._shared.frames
+            self._share(lambda buffer: Shared(buffer, n, self.frame_space.shape), n, self.timeout)
         except BaseException as exc:
             self._started_badly(exc)
             raise
-
-    def _release_views(self) -> None:
-        self.frames = self._shared = None  # type: ignore[assignment]
 
     # -- driver API --------------------------------------------------------------------------------
     def reset(self, indices: list[int], seeds: Seeds, options: dict | None) -> list[dict]:
