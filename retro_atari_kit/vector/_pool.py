@@ -24,6 +24,7 @@ from retro_atari_kit.processes import (
 from retro_atari_kit.vector._stacked import StackedVectorEnv
 
 START_METHODS = ("fork", "forkserver", "spawn")
+IN_MEMORY, ON_PIPE = 0, 1  # where a worker's step result is: all in shared memory, or (also) on the pipe
 
 
 class WorkerDiedError(ChildDiedError):

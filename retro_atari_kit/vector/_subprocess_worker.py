@@ -16,11 +16,10 @@ import numpy as np
 
 from retro_atari_kit.processes import ChildBell, reply, reply_error
 from retro_atari_kit.vector._factory import EnvFactory
-from retro_atari_kit.vector._pool import BellWorker, SharedLayout, attach_untracked
+from retro_atari_kit.vector._pool import IN_MEMORY, ON_PIPE, BellWorker, SharedLayout, attach_untracked
 
 MAX_INFO_KEYS = 64  # an info with more keys travels over the pipe
 _INFO_TYPES = (int, float, bool)  # the types StackedVectorEnv batches into one array per key
-IN_MEMORY, ON_PIPE = 0, 1  # where a step's result is: all in shared memory, or (also) on the pipe
 
 Schema = tuple[tuple[str, ...], tuple[type, ...]]  # an info's keys in order, and each value's type
 

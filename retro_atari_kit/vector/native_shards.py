@@ -41,6 +41,8 @@ from retro_atari_kit.processes import (
     reply_error,
 )
 from retro_atari_kit.vector._pool import (
+    IN_MEMORY,
+    ON_PIPE,
     BellWorker,
     SharedLayout,
     WorkerPool,
@@ -51,9 +53,6 @@ from retro_atari_kit.vector._pool import (
 from retro_atari_kit.vector._stacked import BatchedInfos, Seeds, StackedVectorEnv
 from retro_atari_kit.vector._threads import schedule_as_batch
 from retro_atari_kit.vector.native_ale import COUNTERS, NativeDriver
-
-IN_MEMORY, ON_PIPE = 0, 1  # where a block's step result is: all in shared memory, or (also) on the pipe
-
 
 MIN_CORES = 8  # below this many cores the default keeps every env in this process
 
@@ -113,7 +112,7 @@ class ShardWorker(BellWorker):
         self.bell = bell
         self.driver = NativeDriver(game, hi - lo, cfg, warp_threads=0)
         # woken by its bell, this thread then does not preempt the main process before it has rung the
-        # other workers (one ring cost the main process 45 us, 12 us so; docs/performance.md)
+        # other workers (a ring cost the main process 45 us, 12 us with this; docs/performance.md)
         schedule_as_batch({threading.get_native_id()})
         self.shm: SharedMemory | None = None
         self.shared: ShardShared | None = None

@@ -31,6 +31,7 @@ from gymnasium.vector import AutoresetMode
 from retro_atari_kit.processes import ChildBell, ChildDiedError, ChildProcess, receive_all
 from retro_atari_kit.vector._factory import EnvFactory
 from retro_atari_kit.vector._pool import (
+    ON_PIPE,
     START_METHODS,
     WorkerDiedError,
     WorkerPool,
@@ -38,7 +39,7 @@ from retro_atari_kit.vector._pool import (
     start_worker,
 )
 from retro_atari_kit.vector._stacked import BatchedInfos, Seeds
-from retro_atari_kit.vector._subprocess_worker import ON_PIPE, EnvWorker, Schema, Shared
+from retro_atari_kit.vector._subprocess_worker import EnvWorker, Schema, Shared
 
 __all__ = ["START_METHODS", "SubprocessDriver", "WorkerDiedError"]
 
