@@ -6,7 +6,8 @@ least one; the median is reported), all in one run so the ratios are side by sid
 1. **tests**: ``pytest tests/gpu/test_cuda.py`` (every model, SB3 policy and preset on ``cuda``, bf16
    autocast, the compact replay's pinned / non-blocking copies against the CPU path).
 2. **env**: env steps/s on Pong with random actions at 8 / 16 / 32 envs: the kit (``gym.make_vec``, backend
-   auto; and its native backend with ``cv2.resize`` instead of the exact resize kernel), SB3
+   auto; its native backend in one process, ``shards=1``; and that with ``cv2.resize`` instead of the exact
+   resize kernel), SB3
    ``SubprocVecEnv(make_atari_env)`` + ``VecFrameStack``, EnvPool (if installed) and raw ale-py
    ``AtariVectorEnv`` (no kit semantics: the ceiling), with the functions of ``vec_throughput.py``.
 3. **ppo**: PPO training steps/s at the ``gpu`` preset (32 envs x 128 steps, batch 1024), Nature and Impala:
@@ -279,6 +280,7 @@ def run_tests(report: Report, plan: Plan, clock: Clock) -> None:
 def env_contenders() -> dict[str, Callable]:
     out = {
         "kit gym.make_vec (auto)": vec_bench.kit("auto"),
+        "kit native, one process": vec_bench.kit("native", shards=1),
         "kit native, cv2.resize": vec_bench.kit_cv2_resize,
         "SB3 SubprocVecEnv+VecFrameStack": vec_bench.sb3_atari("subproc"),
         "ale-py AtariVectorEnv (raw, ceiling)": vec_bench.raw_ale,
@@ -310,7 +312,12 @@ def run_env(report: Report, plan: Plan, clock: Clock) -> None:
     sizes = plan.env_sizes
     rows = [[name, *(_num(cells.median((name, n))) for n in sizes)] for name in contenders]
     kit = "kit gym.make_vec (auto)"
-    others = ("kit native, cv2.resize", "SB3 SubprocVecEnv+VecFrameStack", "EnvPool")
+    others = (
+        "kit native, one process",
+        "kit native, cv2.resize",
+        "SB3 SubprocVecEnv+VecFrameStack",
+        "EnvPool",
+    )
     for other in (*others, "ale-py AtariVectorEnv (raw, ceiling)"):
         if other in contenders:
             ratios = (_ratio(cells.median((kit, n)), cells.median((other, n))) for n in sizes)

@@ -16,8 +16,10 @@ never in CI::
         Airstriker-Genesis --retro-before d15e063              # the retro path against an older commit's
 
 Contenders: ``gym.make_vec("RetroKit/Pong-v0", backend="native")`` (the kit's DeepMind stack, frames
-equal to SB3's AtariWrapper), the same as it was before issue 35 (one warp thread on 2 cores, emulator
-threads not under ``SCHED_BATCH``), the same with ``cv2.resize`` instead of the kit's exact resize kernel,
+equal to SB3's AtariWrapper; its default ``shards``), the same with every env in this process
+(``shards=1``; ``--shards S``: over S worker processes), the same as it was before issue 35 (one warp
+thread on 2 cores, emulator threads not under ``SCHED_BATCH``), the same in one process with ``cv2.resize``
+instead of the kit's exact resize kernel,
 raw ``AtariVectorEnv("pong", N)`` (ale-py's own preprocessing) and EnvPool
 ``Pong-v5`` when installed; with ``--retro`` also ``RetroKit/Pong-Atari2600-v0`` (stable-retro in one
 worker process per env, its warp done there; process CPU then counts only the calling process), for each
@@ -51,10 +53,11 @@ def kit_native(n: int):
 
 
 def kit_native_cv2_resize(n: int):
-    """The kit's native backend with OpenCV's own resize instead of the kit's exact kernel."""
+    """The kit's native backend in this process with OpenCV's own resize instead of the kit's exact kernel
+    (in this process: worker processes would load the kernel themselves)."""
     from retro_atari_kit.wrappers.area_resize import unload_kernel
 
-    env = kit_native(n)
+    env = kit_native_one_process(n)
     unload_kernel()  # the next kit_native env loads it again (numba's cache, outside the timed loop)
     return env
 

@@ -3,7 +3,7 @@
 Atari: Pong, DeepMind-style stack (84x84 gray, frame stack 4, frame skip 4), random actions, N envs:
 
 - kit ``gym.make_vec("RetroKit/Pong-v0")`` with ``backend="auto"`` (native) and ``backend="subprocess"``,
-  and the native backend with ``cv2.resize`` instead of the kit's exact resize kernel
+  and the native backend in one process with ``cv2.resize`` instead of the kit's exact resize kernel
 - SB3 ``make_atari_env`` + ``SubprocVecEnv`` + ``VecFrameStack(4)``; SB3 ``DummyVecEnv`` + ``VecFrameStack``
 - gymnasium ``AsyncVectorEnv`` over ``AtariPreprocessing`` + ``FrameStackObservation(4)``
 - raw ale-py ``AtariVectorEnv`` (its own preprocessing, no kit semantics)
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -54,21 +55,22 @@ class _Runner:
 
 
 # -- Atari contenders ----------------------------------------------------------------------------------
-def kit(backend: str, env_id: str = "RetroKit/Pong-v0") -> Callable[[int], _Runner]:
+def kit(backend: str, env_id: str = "RetroKit/Pong-v0", **vector_kwargs: Any) -> Callable[[int], _Runner]:
     def make(n: int) -> _Runner:
         import retro_atari_kit  # noqa: F401
 
-        venv = gym.make_vec(env_id, num_envs=n, backend=backend)
+        venv = gym.make_vec(env_id, num_envs=n, backend=backend, **vector_kwargs)
         return _Runner(venv, "gym", venv.single_action_space.n)
 
     return make
 
 
 def kit_cv2_resize(n: int) -> _Runner:
-    """The native backend with OpenCV's own resize instead of the kit's exact kernel."""
+    """The native backend in this process with OpenCV's own resize instead of the kit's exact kernel (in
+    this process: worker processes would load the kernel themselves)."""
     from retro_atari_kit.wrappers.area_resize import unload_kernel
 
-    runner = kit("native")(n)
+    runner = kit("native", shards=1)(n)
     unload_kernel()  # the next kit env loads it again (numba's cache, outside the timed loop)
     return runner
 
