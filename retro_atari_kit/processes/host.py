@@ -46,10 +46,12 @@ CLOSE = "close"
 
 class ChildDiedError(RuntimeError):
     """A child process died, or did not answer in time and was stopped. ``str()`` is one line naming the
-    child, its pid and why; ``pid`` and ``exitcode`` are the child's (``exitcode`` negative: a signal)."""
+    child, its pid and why; ``pid`` and ``exitcode`` are the child's (``exitcode`` negative: a signal);
+    ``while_starting`` is True when it had not answered once yet (e.g. a script with no main guard)."""
 
     pid: int | None = None
     exitcode: int | None = None
+    while_starting: bool = False
 
 
 def exit_reason(exitcode: int | None) -> str:
@@ -286,6 +288,7 @@ class ChildProcess:
             message = f"{message}; {self.advice}"
         error = self._died_error(message)
         error.pid, error.exitcode = self.pid, self.process.exitcode
+        error.while_starting = not self.started
         return error
 
     def _died(self, fatal: tuple | None = None) -> ChildDiedError:

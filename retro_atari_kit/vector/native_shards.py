@@ -203,11 +203,7 @@ class ShardedNativeDriver(WorkerPool):
             lambda s, bell: _start_shard(s, self.blocks[s], shards, game, cfg, self.start_method, bell),
         )
         try:
-            try:
-                self.frame_space, self.action_space, self.metadata = receive_all(self.workers, timeout)[0]
-            except ChildDiedError as exc:
-                exc.while_starting = True  # type: ignore[attr-defined]  # e.g. a script with no main guard
-                raise
+            self.frame_space, self.action_space, self.metadata = receive_all(self.workers, timeout)[0]
             shape = self.frame_space.shape
             self._share(lambda buffer: ShardShared(buffer, num_envs, shards, shape), num_envs, timeout)
         except BaseException as exc:
@@ -285,7 +281,7 @@ def make_native_vector_env(
             driver = ShardedNativeDriver(game, num_envs, cfg, shards, start_method)
             return WorkerVectorEnv(driver, cfg["frame_stack"], autoreset_mode, "native")
         except ChildDiedError as exc:
-            if not (defaulted and getattr(exc, "while_starting", False)):
+            if not (defaulted and exc.while_starting):
                 raise
             warnings.warn(
                 f"RetroKit/{game}-v0: the native backend's {shards} worker processes (the default on "

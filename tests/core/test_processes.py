@@ -59,6 +59,7 @@ def test_a_child_killed_mid_request_raises_one_line_at_once(targets, children):
         child.request("sleep", 60, timeout=50)
     assert str(err.value) == f"test child (pid {pid}) died: killed by SIGKILL (signal 9)"
     assert err.value.pid == pid and err.value.exitcode == -signal.SIGKILL
+    assert not err.value.while_starting  # it had answered
     assert not child.process.is_alive()  # reaped, no zombie left to the caller
     with pytest.raises(ChildDiedError) as again:  # stays broken, raises at once, the same error
         child.request("echo", 1)
@@ -133,6 +134,7 @@ def test_a_child_that_cannot_import_its_target_gives_the_start_error(monkeypatch
         f"test child (pid {child.pid}) died while starting: exited with code 1. "
         + worker_start_hint(start_method)
     )
+    assert err.value.while_starting
 
 
 def test_a_fatal_exception_is_named_as_the_cause(targets, children):
