@@ -4,6 +4,7 @@ the others, and every later call raises the same error)."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.shared_memory import SharedMemory
@@ -54,12 +55,14 @@ def start_worker(
     )
 
 
-class BellWorker:
-    """The worker side's loop: the pipe alone until the shared memory is attached (``shared``), then steps
-    by the ``bell`` (``_step(conn)``, subclasses) and every other command over the pipe."""
+class BellWorker(ABC):
+    """The worker side's loop: the pipe alone until the shared memory is attached (:meth:`_attach`, the twin
+    of :meth:`WorkerPool._share`), then steps by the ``bell`` (:meth:`_step`) and every other command over
+    the pipe."""
 
     bell: ChildBell
-    shared: Any = None
+    shm: SharedMemory | None = None
+    shared: Any = None  # the subclass's layout of the segment, once attached
 
     def next_command(self, conn: Connection) -> tuple:
         if self.shared is None:  # before the shared memory is attached, only the pipe
@@ -70,8 +73,23 @@ class BellWorker:
                 return message
             self._step(conn)
 
+    @abstractmethod
     def _step(self, conn: Connection) -> None:
-        raise NotImplementedError
+        """One step for the bell: results into shared memory, what does not fit there on the pipe, then
+        ``bell.finished()``."""
+
+    def _attach(self, name: str, layout: Callable[[Any], Any]) -> None:
+        """Attach to the main process's segment ``name`` (untracked) and lay it out (``layout(buffer)``)."""
+        self.shm = attach_untracked(name)
+        self.shared = layout(self.shm.buf)
+
+    def _detach(self) -> None:
+        """Drop the layout and close the segment (the main process unlinks it); a subclass drops its own views
+        of the segment first."""
+        if self.shm is not None:
+            self.shared = None  # release the buffer views before closing the segment
+            self.shm.close()
+            self.shm = None
 
 
 class SharedLayout:

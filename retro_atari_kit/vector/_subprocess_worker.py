@@ -9,14 +9,13 @@ at a game's end), an env's exception, and every other command travel over its pi
 from __future__ import annotations
 
 from multiprocessing.connection import Connection
-from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
 import numpy as np
 
 from retro_atari_kit.processes import ChildBell, reply, reply_error
 from retro_atari_kit.vector._factory import EnvFactory
-from retro_atari_kit.vector._pool import IN_MEMORY, ON_PIPE, BellWorker, SharedLayout, attach_untracked
+from retro_atari_kit.vector._pool import IN_MEMORY, ON_PIPE, BellWorker, SharedLayout
 
 MAX_INFO_KEYS = 64  # an info with more keys travels over the pipe
 _INFO_TYPES = (int, float, bool)  # the types StackedVectorEnv batches into one array per key
@@ -58,8 +57,6 @@ class EnvWorker(BellWorker):
         self.rank = rank
         self.bell = bell
         self.env = factory()  # construction errors (bad kwargs, missing ROM) reach the caller as themselves
-        self.shm: SharedMemory | None = None
-        self.shared: Shared | None = None
         self.schema: Schema | None = None  # what the main process knows of this worker's infos
 
     def hello(self) -> tuple:
@@ -129,8 +126,7 @@ class EnvWorker(BellWorker):
             return None
         if command == "shm":
             name, n = data
-            self.shm = attach_untracked(name)
-            self.shared = Shared(self.shm.buf, n, env.observation_space.shape)
+            self._attach(name, lambda buffer: Shared(buffer, n, env.observation_space.shape))
             return None
         raise ValueError(f"unknown worker command {command!r}")
 
@@ -138,6 +134,4 @@ class EnvWorker(BellWorker):
         try:
             self.env.close()
         finally:
-            if self.shm is not None:
-                self.shared = None  # release the buffer views before closing the segment
-                self.shm.close()
+            self._detach()

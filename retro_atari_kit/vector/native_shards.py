@@ -26,7 +26,6 @@ import os
 import threading
 import warnings
 from multiprocessing.connection import Connection
-from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
 import numpy as np
@@ -47,7 +46,6 @@ from retro_atari_kit.vector._pool import (
     SharedLayout,
     WorkerPool,
     WorkerVectorEnv,
-    attach_untracked,
     start_worker,
 )
 from retro_atari_kit.vector._stacked import BatchedInfos, Seeds, StackedVectorEnv
@@ -114,8 +112,6 @@ class ShardWorker(BellWorker):
         # woken by its bell, this thread then does not preempt the main process before it has rung the
         # other workers (a ring cost the main process 45 us, 12 us with this; docs/performance.md)
         schedule_as_batch({threading.get_native_id()})
-        self.shm: SharedMemory | None = None
-        self.shared: ShardShared | None = None
 
     def hello(self) -> tuple:
         driver = self.driver
@@ -156,8 +152,7 @@ class ShardWorker(BellWorker):
             return driver.set_attr(*data)
         if command == "shm":
             name, n = data
-            self.shm = attach_untracked(name)
-            self.shared = ShardShared(self.shm.buf, n, self.shards, driver.frame_space.shape)
+            self._attach(name, lambda buffer: ShardShared(buffer, n, self.shards, driver.frame_space.shape))
             driver.frames = self.shared.frames[self.lo : self.hi]  # the warp writes into shared memory
             return None
         raise ValueError(f"unknown worker command {command!r}")
@@ -166,10 +161,8 @@ class ShardWorker(BellWorker):
         try:
             self.driver.close()
         finally:
-            if self.shm is not None:
-                self.driver.frames = None
-                self.shared = None  # release the buffer views before closing the segment
-                self.shm.close()
+            self.driver.frames = None  # its view of the segment
+            self._detach()
 
 
 def _start_shard(
