@@ -38,3 +38,9 @@ def add_play_options(p) -> None:
         default=None,
         help="env ID, needed for a model file outside a run dir (default: the run's env_id)",
     )
+    p.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="load a model file from outside a kit run dir with SB3's own loader, which unpickles its "
+        "values and so can run code: only for files whose maker you trust (default: refused)",
+    )

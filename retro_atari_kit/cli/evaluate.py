@@ -52,8 +52,11 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def resolve_target(target: str, env: str | None, env_kwargs: dict) -> tuple[str, str, dict, dict | None]:
-    """(model path, env id, env kwargs, run config or None); warns on models from outside a kit run dir.
+def resolve_target(
+    target: str, env: str | None, env_kwargs: dict, allow_pickle: bool = False
+) -> tuple[str, str, dict, dict | None]:
+    """(model path, env id, env kwargs, run config or None). A model file from outside a kit run dir is
+    refused (loading it would unpickle its values) unless ``allow_pickle``, where a warning says so.
 
     A run dir stands for its final model (or newest checkpoint); an unreadable one is an error naming the
     newest readable checkpoint, never a silent fallback to an older model.
@@ -74,9 +77,13 @@ def resolve_target(target: str, env: str | None, env_kwargs: dict) -> tuple[str,
     if env is None:
         raise CliError(f"{target} has no run config; pass --env ENV_ID (e.g. --env RetroKit/Pong-v0)")
     check_sb3_zip(target)
+    if not allow_pickle:
+        from retro_atari_kit.runs.untrusted import read_json_member, refuse_pickled
+
+        raise CliError(str(refuse_pickled(target, read_json_member(target))))
     print(
         f"retrokit: warning: {target} is not inside a run dir made by retrokit; SB3 model files can carry "
-        "pickled code - only load files you trust",
+        "pickled code - loading it as --allow-pickle asks",
         file=sys.stderr,
     )
     return target, env, env_kwargs, None
@@ -85,15 +92,20 @@ def resolve_target(target: str, env: str | None, env_kwargs: dict) -> tuple[str,
 def check_sb3_zip(path: str) -> None:
     """CliError unless ``path`` looks like an SB3 model file: a zip whose ``data`` member is JSON (SB3's
     layout). Reads no pickle: this runs before the warning about pickled code and before any load."""
+    from retro_atari_kit.runs.untrusted import UntrustedFileError, read_json_member
+
     try:
-        with zipfile.ZipFile(path) as zf:
-            json.loads(zf.read("data"))
+        read_json_member(path)  # sizes checked before inflating
+    except UntrustedFileError as exc:
+        raise CliError(str(exc)) from None
     except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
         why = "no 'data' member" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
         raise CliError(f"{path} is not an SB3 model file ({why}); pass a model.zip written by SB3") from None
 
 
-def load_target(target: str, env: str | None, env_kwargs: dict, device: str) -> tuple[Any, str, str, dict]:
+def load_target(
+    target: str, env: str | None, env_kwargs: dict, device: str, allow_pickle: bool = False
+) -> tuple[Any, str, str, dict]:
     """Resolve ``target``, load its model with the engine that trained it: (model, path, env id, kwargs)."""
     from retro_atari_kit.evaluation import check_model_fits
     from retro_atari_kit.registration import probe_env
@@ -101,10 +113,13 @@ def load_target(target: str, env: str | None, env_kwargs: dict, device: str) -> 
 
     with user_errors():
         check_device(device)  # a bad --device is named as such, not as an unreadable model file
-        path, env_id, kwargs, config = resolve_target(target, env, env_kwargs)
+        path, env_id, kwargs, config = resolve_target(target, env, env_kwargs, allow_pickle)
         obs_space, action_space = probe_env(env_id, kwargs)
         backend = engine(config["engine"] if config else "sb3")
-        model = backend.load_model(path, device=device, algo=config["algo"] if config else None)
+        if config is None:  # only with --allow-pickle: the SB3 file of someone the user trusts
+            model = backend.load_model(path, device=device, algo=None, allow_pickle=True)
+        else:
+            model = backend.load_model(path, device=device, algo=config["algo"])
         check_model_fits(model, env_id, obs_space, action_space)
     return model, path, env_id, kwargs
 
@@ -113,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     from retro_atari_kit.evaluation import evaluate_model, summarize
 
     model, path, env_id, env_kwargs = load_target(
-        args.target, args.env, parse_env_kwargs(args.env_kwargs), args.device
+        args.target, args.env, parse_env_kwargs(args.env_kwargs), args.device, args.allow_pickle
     )
     steps = getattr(model, "num_timesteps", None)
     print(

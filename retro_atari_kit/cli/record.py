@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
     with user_errors():
         check_video_path(args.out)  # before the model is loaded and a whole game is played
-    model, _, env_id, env_kwargs = load_target(args.target, args.env, {}, args.device)
+    model, _, env_id, env_kwargs = load_target(args.target, args.env, {}, args.device, args.allow_pickle)
     try:
         out, scores = record_video(
             model,

@@ -21,6 +21,7 @@ import zipfile
 
 from retro_atari_kit.runs.files import atomic_write, leftover_temporaries
 from retro_atari_kit.runs.lock import lock_owner
+from retro_atari_kit.runs.untrusted import zip_is_sane
 
 CHECKPOINT_DIR = "checkpoints"
 _NAME = re.compile(r"^model_(\d+)_steps(\.zip)?$")
@@ -69,7 +70,7 @@ def _complete_zip(path: str) -> bool:
     """True if ``path`` is a whole zip archive: its directory at the end, every member's checksum right."""
     try:
         with zipfile.ZipFile(path) as zf:
-            return zf.testzip() is None
+            return zip_is_sane(path) and zf.testzip() is None  # no bomb is inflated
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
         return False
 

@@ -339,7 +339,7 @@ def test_dqn_resume_restores_replay_buffer(tmp_path, capsys):
         "--save-replay-buffer",
     ]
     assert main(argv) == 0
-    assert os.path.exists(os.path.join(run, "checkpoints", "replay_buffer.pkl"))
+    assert os.path.exists(os.path.join(run, "checkpoints", "replay_buffer.npz"))
     capsys.readouterr()
     assert main(["train", "--resume", run, "--timesteps", "300"]) == 0
     out = capsys.readouterr().out

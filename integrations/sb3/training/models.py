@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import zipfile
+from functools import partial
 from typing import Any
 
 from retro_atari_kit.integrations.sb3.algorithms import algo_class, available_algos, constructor_params
@@ -20,8 +20,9 @@ from retro_atari_kit.runs import (
     load_config,
     publish_final_model,
 )
+from retro_atari_kit.runs.untrusted import read_json_member, refuse_pickled
 
-REPLAY_FILE = "replay_buffer.pkl"
+REPLAY_FILE = "replay_buffer.npz"  # arrays, no pickle (safe_load.save_replay)
 
 
 def save_checkpoint(model: Any, run_dir: str, save_replay: bool = False) -> str:
@@ -30,7 +31,11 @@ def save_checkpoint(model: Any, run_dir: str, save_replay: bool = False) -> str:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     atomic_write(path, model.save)
     if save_replay and getattr(model, "replay_buffer", None) is not None:
-        atomic_write(os.path.join(os.path.dirname(path), REPLAY_FILE), model.save_replay_buffer)
+        from retro_atari_kit.integrations.sb3.training.safe_load import save_replay
+
+        atomic_write(
+            os.path.join(os.path.dirname(path), REPLAY_FILE), partial(save_replay, model.replay_buffer)
+        )
     return path
 
 
@@ -43,9 +48,8 @@ def save_final(model: Any, run_dir: str, save_replay: bool = False) -> str:
 
 def checkpoint_data(model_zip: str) -> dict[str, Any] | None:
     """The JSON ``data`` an SB3 zip stores (attributes, spaces, ``num_timesteps``), or None if unreadable."""
-    try:
-        with zipfile.ZipFile(model_zip) as zf:
-            data = json.loads(zf.read("data"))
+    try:  # size-checked before inflating: a stranger's zip may be a bomb
+        data = read_json_member(model_zip)
         int(data["num_timesteps"])
     except Exception:  # noqa: BLE001 - any damage means "unreadable"
         return None
@@ -58,38 +62,35 @@ def read_steps_of(model_zip: str) -> int | None:
     return None if data is None else int(data["num_timesteps"])
 
 
-def _policy_class(data: dict[str, Any]) -> type | None:
-    """The policy class a zip's ``data`` names (SB3 stores it cloudpickled, by reference), or None."""
-    import base64
-
-    import cloudpickle
-
-    try:
-        cls = cloudpickle.loads(base64.b64decode(data["policy_class"][":serialized:"].encode()))
-    except Exception:  # noqa: BLE001 - a class that cannot be imported here tells nothing
-        return None
-    return cls if isinstance(cls, type) else None
+def _policy_module(data: dict[str, Any]) -> str | None:
+    """The module of the policy class a zip's ``data`` names, read from the plain ``__module__`` SB3 stores
+    beside the pickled class (which is never unpickled), or None."""
+    stored = data.get("policy_class")
+    module = stored.get("__module__") if isinstance(stored, dict) else None
+    return module if isinstance(module, str) else None
 
 
 def checkpoint_algo(data: dict[str, Any]) -> str | None:
     """The algorithm (``ppo``, ``a2c``, ``dqn``, ``qrdqn``) whose ``save`` wrote ``data``; None if none fits.
 
-    Read from the zip without building a model: the policy class must derive from one of the algorithm's
-    policies, and no stored attribute may be a constructor argument of another algorithm only. Of those
-    that fit (A2C's attributes are a subset of PPO's), the one whose own arguments are stored the most
-    completely wins. Loading a zip with the wrong class is what this avoids: DQN's loader would allocate its
-    default replay buffer for a PPO checkpoint.
+    Read from the zip without building a model or unpickling: the policy class (its plain ``__module__``)
+    must come from the algorithm's policies where it is one of SB3's, and no stored attribute may be a
+    constructor argument of another algorithm only. Of those that fit (A2C's attributes are a subset of
+    PPO's), the one whose own arguments are stored the most completely wins. Loading a zip with the wrong
+    class is what this avoids: DQN's loader would allocate its default replay buffer for a PPO checkpoint.
     """
     from stable_baselines3.common.base_class import BaseAlgorithm
 
     stored = set(data)
-    policy = _policy_class(data)
+    module = _policy_module(data)
     params = {name: set(constructor_params(name)) for name in available_algos()}
     every = set().union(*params.values()) - set(inspect.signature(BaseAlgorithm.__init__).parameters)
+    sb3_modules = {c.__module__ for name in params for c in algo_class(name).policy_aliases.values()}
+    module = module if module in sb3_modules else None  # the kit's own policies serve several algorithms
     best: tuple[int, str] | None = None
     for name, own in params.items():
-        bases = tuple(algo_class(name).policy_aliases.values())
-        if (policy is not None and not issubclass(policy, bases)) or (stored & every) - own:
+        modules = {cls.__module__ for cls in algo_class(name).policy_aliases.values()}
+        if (module is not None and module not in modules) or (stored & every) - own:
             continue
         missing = len(own - stored)
         if best is None or missing < best[0]:
@@ -135,16 +136,29 @@ def load_model(
     algo: str | None = None,
     cls: type | None = None,
     overrides: dict[str, Any] | None = None,
+    allow_pickle: bool = False,
+    spaces: Any = None,
 ) -> Any:
-    """Load an SB3 zip with the class recorded in its run's config, or ``cls`` (RunError if unreadable).
+    """Load an SB3 zip as the model its run's config.yaml describes, unpickling nothing (RunError, one line,
+    if unreadable or refused: :mod:`.safe_load`).
 
-    ``overrides`` are constructor arguments that replace the stored ones (SB3's ``load(**kwargs)``), e.g.
-    the hyperparameters of a resumed run's config.yaml."""
-    if algo is None:
-        run = find_run_dir(path)
-        algo = load_config(run)["algo"] if run else None
+    A zip outside a kit run dir has no config to take its values from: refused, unless ``allow_pickle``
+    (the user trusts its maker), where SB3's own ``load`` reads it as ``algo`` (else each algorithm in turn).
+    ``overrides`` are kept for callers that pass config.yaml's hyperparameters: they already come from the
+    config. ``spaces`` (obs, action) spare building an env to learn them when ``env`` is None."""
+    from retro_atari_kit.integrations.sb3.training.safe_load import safe_load
+
     if not zipfile.is_zipfile(path):
         raise RunError(f"cannot read checkpoint {path}: not an SB3 zip file; use an older checkpoint")
+    run = find_run_dir(path)
+    if run is not None:
+        config = load_config(run)
+        if algo is not None and str(config.get("algo")).lower() != str(algo).lower():
+            raise RunError(f"{path} belongs to a {config.get('algo')} run, not {algo}")
+        return safe_load(path, config, env=env, device=device, cls=cls, spaces=spaces)
+    if not allow_pickle:
+        data = checkpoint_data(path)
+        raise refuse_pickled(path, data or {})
     last: Exception | None = None
     for name in [algo] if algo else available_algos():
         try:
@@ -174,7 +188,7 @@ def export_model(run_dir: str, out_dir: str) -> tuple[str, int]:
     instead of ~27 MB. SB3's own ``load`` reads the file; continue training from the run's checkpoints, not
     from an export. Returns (path, steps)."""
     path, steps = latest_model(run_dir)
-    model = load_model(path, device="cpu", algo=load_config(run_dir)["algo"])
+    model = load_model(path, device="cpu", algo=load_config(run_dir)["algo"])  # never unpickles
     for optimizer in (getattr(model.policy, "optimizer", None), getattr(model, "ent_coef_optimizer", None)):
         if optimizer is not None:
             optimizer.state.clear()

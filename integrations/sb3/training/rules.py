@@ -10,12 +10,12 @@ change there is refused before anything is written.
 
 from __future__ import annotations
 
-import zipfile
+import json
 from typing import Any
 
 import gymnasium as gym
 import yaml
-from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class
+from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY
 from retro_atari_kit.integrations.sb3.presets import EXTRACTORS
 from retro_atari_kit.integrations.sb3.training.config import (
     algo_kwargs,
@@ -87,34 +87,37 @@ def _read_checkpoint(path: str) -> SavedPolicy:
     )
 
 
-def _stored_policy(path: str) -> tuple[Any, Any]:
-    """(policy class, policy_kwargs) an SB3 zip stores, decoded as SB3's ``load`` decodes them."""
-    from stable_baselines3.common.save_util import json_to_data
+def _readable(value: Any) -> Any:
+    """A value as SB3's ``data_to_json`` writes it beside a pickled one: JSON as is, anything else as str."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return value
 
-    with zipfile.ZipFile(path) as zf:
-        data = json_to_data(zf.read("data").decode())
-    kwargs = dict(data.get("policy_kwargs") or {})
+
+def _stored_policy(path: str) -> dict[str, Any]:
+    """The policy_kwargs an SB3 zip stores, as plain JSON: SB3 writes each item of a pickled dict beside it
+    (a class as its ``str``); the pickle itself is never read."""
+    data = checkpoint_data(path) or {}
+    stored = data.get("policy_kwargs")
+    if not isinstance(stored, dict):
+        return {}
+    kwargs = {k: v for k, v in stored.items() if not k.startswith(":")}
     kwargs.pop("device", None)  # SB3's load drops it too
-    return data.get("policy_class"), kwargs
+    return kwargs
 
 
 def _check_checkpoint(path: str, config: dict[str, Any], checked: Any) -> None:
     """RunError when config.yaml's ``hyperparams.policy`` / ``policy_kwargs`` would build another network
     than the one whose weights ``path`` holds (SB3 would fail mid-load, after the run dir was touched)."""
     kwargs = algo_kwargs(config)
-    stored_class, stored_kwargs = _stored_policy(path)
-    policy = kwargs["policy"]
-    if isinstance(policy, str):
-        policy = algo_class(config["algo"]).policy_aliases.get(policy, policy)
-    if isinstance(stored_class, type) and policy is not stored_class:
-        raise RunError(
-            f"config.yaml: hyperparams.policy builds {getattr(policy, '__name__', policy)}, but {path} holds "
-            f"a {stored_class.__name__}; put the policy back in config.yaml (start a new run for another one)"
-        )
-    wanted = kwargs.get("policy_kwargs") or {}
+    stored_kwargs = _stored_policy(path)
+    wanted = {k: _readable(v) for k, v in (kwargs.get("policy_kwargs") or {}).items()}
     extractor = stored_kwargs.get("features_extractor_class")
-    name = f"{extractor.__module__}.{extractor.__qualname__}" if isinstance(extractor, type) else None
-    held = next((network for network, path in EXTRACTORS.items() if path == name), None)
+    held = next(
+        (n for n, cls in EXTRACTORS.items() if isinstance(extractor, str) and f"'{cls}'" in extractor), None
+    )
     if held is not None and held != config["network"]:
         raise RunError(
             f"config.yaml says network {config['network']!r} but {path} holds a {held} CNN; put network: "

@@ -24,6 +24,7 @@ from retro_atari_kit.integrations.sb3.training.models import (
     save_final,
 )
 from retro_atari_kit.integrations.sb3.training.rules import RULES, load_hyperparams
+from retro_atari_kit.integrations.sb3.training.safe_load import load_replay
 
 from retro_atari_kit.runs import (
     CHECKPOINT_DIR,
@@ -115,8 +116,10 @@ def _build_model(
     )
     replay = os.path.join(run_dir, CHECKPOINT_DIR, REPLAY_FILE)
     if algo in OFF_POLICY and os.path.exists(replay):
-        model.load_replay_buffer(replay)
+        load_replay(model.replay_buffer, replay)
         out(f"replay buffer restored from {replay}")
+    elif algo in OFF_POLICY and os.path.exists(replay.removesuffix(".npz") + ".pkl"):
+        out(f"note: {replay.removesuffix('.npz')}.pkl not read (a pickle can run code); the buffer refills")
     return model
 
 

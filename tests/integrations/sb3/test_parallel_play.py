@@ -252,7 +252,7 @@ def test_killed_player_stops_training_with_a_checkpoint_and_resume_continues(tmp
     assert not alive, [p.cmdline() for p in alive]  # no orphans
     steps, path = list_checkpoints(run)[-1]
     assert steps >= 200 and f"checkpoint {path}" in last
-    assert os.path.exists(os.path.join(run, "checkpoints", "replay_buffer.pkl"))
+    assert os.path.exists(os.path.join(run, "checkpoints", "replay_buffer.npz"))
 
     # --resume continues the step count from that checkpoint, with the replay buffer
     res = subprocess.run(
