@@ -28,9 +28,13 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retro_atari_kit.runs import check_export_target, copy_run_record, load_config
+    from retro_atari_kit.runs.export import check_regular_inside
 
     with user_errors():
         backend = engine(load_config(args.run_dir)["engine"])
+        model, _ = backend.latest_model(args.run_dir)
+        if os.path.isfile(model) or os.path.islink(model):  # RLlib's checkpoints are folders
+            check_regular_inside(args.run_dir, model)  # a model.zip linked from elsewhere is not published
         check_export_target(args.out_dir)
         try:  # a name too long, /proc, a read-only disk: said before anything is copied
             check_creatable(args.out_dir)
