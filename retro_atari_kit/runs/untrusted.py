@@ -25,6 +25,8 @@ SMALL_MEMBER = 1 << 20
 MAX_RATIO = 50
 #: the most any member the kit reads may hold when the caller names no budget for it
 DEFAULT_BUDGET = 64 << 20
+#: members that hold JSON (exempt from the ratio check, bounded by their budget)
+JSON_MEMBERS = ("data",)
 _CHUNK = 1 << 20
 
 
@@ -42,7 +44,8 @@ def check_members(
     """The zip's members by name, after checking each in the central directory (nothing inflated):
     UntrustedFileError unless every member is a plain name (no folder, no ``..``), unencrypted, at most
     ``budgets[name]`` (else ``default``) bytes inflated, and not compressed ``MAX_RATIO`` times or more
-    when larger than ``SMALL_MEMBER``. The total must stay within the sum of the budgets of its members."""
+    when larger than ``SMALL_MEMBER`` (JSON members excepted: SB3's ``data`` holds the last observations,
+    pickled and base64-encoded, which deflate ~950:1 when the screens are blank; its budget bounds it)."""
     budgets = budgets or {}
     members: dict[str, zipfile.ZipInfo] = {}
     for info in zf.infolist():
@@ -52,17 +55,17 @@ def check_members(
             raise UntrustedFileError(f"{where}: a path, not a file name; the kit writes none (refused)")
         if info.flag_bits & 0x1:
             raise UntrustedFileError(f"{where}: encrypted; the kit writes no encrypted members (refused)")
-        limit = budgets.get(name, default)
-        if info.file_size > limit:
-            raise UntrustedFileError(
-                f"{where} would inflate to {_size(info.file_size)}, more than the {_size(limit)} the run's "
-                "config implies; refused before inflating (a damaged or hostile file)"
-            )
         ratio = info.file_size / max(info.compress_size, 1)
-        if info.file_size > SMALL_MEMBER and ratio >= MAX_RATIO:
+        if info.file_size > SMALL_MEMBER and ratio >= MAX_RATIO and name not in JSON_MEMBERS:
             raise UntrustedFileError(
                 f"{where} is compressed {ratio:.0f}:1 ({_size(info.compress_size)} -> "
                 f"{_size(info.file_size)}); model weights never are; refused before inflating"
+            )
+        limit = budgets.get(name, default)
+        if info.file_size > limit:
+            raise UntrustedFileError(
+                f"{where} would inflate to {_size(info.file_size)}, more than the {_size(limit)} the kit "
+                "expects of it; refused before inflating (a damaged or hostile file)"
             )
         if name in members:
             raise UntrustedFileError(f"{where}: stored twice; the kit writes each member once (refused)")

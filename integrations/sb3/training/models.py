@@ -20,7 +20,7 @@ from retro_atari_kit.runs import (
     load_config,
     publish_final_model,
 )
-from retro_atari_kit.runs.untrusted import read_json_member, refuse_pickled
+from retro_atari_kit.runs.untrusted import UntrustedFileError, read_json_member, refuse_pickled
 
 REPLAY_FILE = "replay_buffer.npz"  # arrays, no pickle (safe_load.save_replay)
 
@@ -119,6 +119,12 @@ def latest_model(run_dir: str) -> tuple[str, int]:
         raise RunError(f"no model.zip or checkpoint in {run_dir}; train first (retrokit train ...)")
     steps = read_steps_of(candidate)
     if steps is None:
+        try:  # a file refused as a stranger's (a bomb, a link out) says why, not just "unreadable"
+            read_json_member(candidate)
+        except UntrustedFileError as exc:
+            raise RunError(str(exc)) from None
+        except Exception:  # noqa: BLE001 - any other damage is the line below
+            pass
         readable = newest_readable_checkpoint(run_dir)
         fix = (
             f"pass {readable[1]} ({readable[0]} steps) instead"

@@ -22,6 +22,7 @@ from retro_atari_kit.integrations.sb3.training.config import algo_kwargs
 
 from retro_atari_kit.runs import RunError
 from retro_atari_kit.runs.untrusted import (
+    DEFAULT_BUDGET,
     SMALL_MEMBER,
     UntrustedFileError,
     check_members,
@@ -42,6 +43,9 @@ STATE_KEYS = (
 #: the members SB3's ``save`` writes for the kit's algorithms; any other is refused
 WEIGHTS = ("policy.pth", "policy.optimizer.pth", "pytorch_variables.pth")
 TEXT = ("data", "_stable_baselines3_version", "system_info.txt")
+#: what any member may inflate to before the config's model says more precisely (a Nature CNN on 84x84
+#: frames: ~7 MB of weights; Adam's moments twice that)
+FIRST_LOOK = 1 << 30
 
 
 def _budgets(model: Any, n_envs: int) -> dict[str, int]:
@@ -111,6 +115,13 @@ def safe_load(
     from stable_baselines3.common.utils import get_device
 
     device = get_device(device)
+    try:  # bombs first, in the zip's directory, before the model is built (which takes seconds)
+        with zipfile.ZipFile(path) as zf:
+            n_envs = int(config.get("n_envs") or 1)
+            check_members(zf, path, {"data": DEFAULT_BUDGET + n_envs * (1 << 17)}, default=FIRST_LOOK)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RunError(f"cannot read checkpoint {path}: {why}; use an older checkpoint") from None
     model = build_from_config(config, env, device, cls, spaces)
     try:
         with zipfile.ZipFile(path) as zf:
