@@ -81,6 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _report("retrokit: interrupted")
         return 130
+    except MemoryError as exc:  # numpy's _ArrayMemoryError too: one line naming the limit, not 30
+        from retro_atari_kit.limits import memory_error_line
+
+        _report(f"retrokit: error: {memory_error_line(exc)}")
+        return 2
     except BrokenPipeError as exc:
         if exc.filename not in (None, STDOUT):
             _report(f"retrokit: error: {_os_error_line(exc, args)}")

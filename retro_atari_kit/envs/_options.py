@@ -29,6 +29,7 @@ from retro_atari_kit.envs._validate import (
     reject_unknown,
     resolve_crop,
 )
+from retro_atari_kit.limits import check_env_options, memory_errors
 from retro_atari_kit.wrappers.frame_stack import DEFAULT_FRAME_STACK
 
 P = ParamSpec("P")
@@ -135,7 +136,9 @@ def resolve_options(options: Sequence[EnvOption], target: Target, given: dict[st
 
     An unknown name raises :func:`reject_unknown`'s ``TypeError`` line (with a did-you-mean)."""
     reject_unknown(target.env_id, given, [option.name for option in options])
-    return {o.name: o.check(o.name, given.get(o.name, o.default), target) for o in options}
+    resolved = {o.name: o.check(o.name, given.get(o.name, o.default), target) for o in options}
+    check_env_options(target.env_id, resolved)  # the observation's size against the caps and the memory
+    return resolved
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -171,7 +174,8 @@ def takes_options(
                 game = args[0] if args else kwargs.get("game")
                 options_given = {k: v for k, v in kwargs.items() if k in names or k in unknown}
                 reject_unknown(env_id_of(game), options_given, names)  # type: ignore[arg-type]
-            return factory(*args, **kwargs)
+            with memory_errors(f"making {env_id_of(args[0] if args else kwargs.get('game'))}"):
+                return factory(*args, **kwargs)
 
         return with_kit_errors
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from retro_atari_kit.limits import check_shared_memory
 from retro_atari_kit.processes import (
     Bells,
     ChildBell,
@@ -144,7 +145,9 @@ class WorkerPool:
     def _share(self, layout: Callable[[Any], Any], num_envs: int, timeout: float) -> None:
         """Create the shared-memory segment ``layout`` lays out (called with None to size it, then with the
         buffer), send every worker its name and wait until all have attached; ``frames`` is its frame view."""
-        self._shm = shm = SharedMemory(create=True, size=layout(None).size)
+        size = layout(None).size
+        check_shared_memory(f"{num_envs} envs' frames", size)  # a full /dev/shm is SIGBUS, not an error
+        self._shm = shm = SharedMemory(create=True, size=size)
         self._shared = layout(shm.buf)
         for worker in self.workers:
             worker.send("shm", (shm.name, num_envs))  # the workers read their pipe until this is done

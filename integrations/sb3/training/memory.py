@@ -71,14 +71,16 @@ def format_bytes(n: float) -> str:
 
 def check_memory(est: dict[str, int], force: bool) -> str:
     """RunError if the estimate exceeds available RAM (unless ``force``); returns a one-line summary."""
-    import psutil
+    from retro_atari_kit.limits import available_memory
 
-    available = psutil.virtual_memory().available
+    room = available_memory()  # the cgroup's (container, Slurm job) and ulimit -v's, not only the host's
+    available = room.amount
     parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in est.items() if k != "total")
     summary = f"estimated RAM {format_bytes(est['total'])} ({parts}); available {format_bytes(available)}"
     if est["total"] > available and not force:
         raise RunError(
-            f"run needs ~{format_bytes(est['total'])} RAM but only {format_bytes(available)} is available; "
+            f"run needs ~{format_bytes(est['total'])} RAM but only {format_bytes(available)} is available "
+            f"({room.limit}); "
             "use --set buffer_size=... / --n-envs ... to shrink it, or --force to try anyway"
         )
     return summary
