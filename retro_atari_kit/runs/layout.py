@@ -133,7 +133,42 @@ def load_config(run_dir: str) -> dict[str, Any]:
     if not isinstance(config, dict) or config.get("kind") != CONFIG_MARKER:
         raise RunError(f"{path} was not written by retrokit train; pass a run dir made by the kit")
     config.setdefault("engine", "sb3")
+    _check_field_types(config, path)
     return config
+
+
+# the type each field of a run's config.yaml has (a field may be absent: older runs, other engines); a
+# damaged or hand-edited file is named here, before any field is used as what it should be
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("engine", "algo", "env_id", "network", "device", "backend", "command"), (str,)),
+    "preset": (str, type(None)),
+    **dict.fromkeys(("env_kwargs", "hyperparams"), (dict,)),
+    **dict.fromkeys(
+        ("timesteps", "n_envs", "seed", "eval_every", "eval_episodes", "checkpoint_every"), (int,)
+    ),
+    "preset_n_envs": (int, type(None)),
+    "save_replay_buffer": (bool,),
+}
+_TYPE_NAMES = {
+    str: "a name",
+    dict: "a mapping",
+    int: "an integer",
+    bool: "true or false",
+    type(None): "empty",
+}
+
+
+def _check_field_types(config: dict[str, Any], path: str) -> None:
+    for field, types in _FIELD_TYPES.items():
+        value = config.get(field)
+        if field not in config or (
+            isinstance(value, types) and not (bool not in types and isinstance(value, bool))
+        ):
+            continue
+        want = " or ".join(_TYPE_NAMES[t] for t in types)
+        raise config_field_error(
+            path, field, f"{type(value).__name__} {config_text(value)} instead of {want}"
+        )
 
 
 def config_text(value: Any) -> str:
