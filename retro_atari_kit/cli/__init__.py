@@ -63,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = list(sys.argv[1:] if argv is None else argv)
         _check_text(argv)
         args = parser.parse_args(argv)
+        _check_working_directory()
         args.command_line = shlex.join(["retrokit", *argv])
         if not getattr(args, "command", None):
             parser.print_help()
@@ -101,6 +102,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         sys.stdout = saved_stdout
+
+
+def _check_working_directory() -> None:
+    """CliError when the working directory was deleted: torch, matplotlib and others then fail with their
+    own riddles (oneMKL's "Cannot load libtorch_cpu.so" ends the process) instead of naming the cause."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        shell = os.environ.get("PWD", "")  # the shell's idea of it, if it names the deleted folder
+        where = f" ({shell})" if shell and not os.path.isdir(shell) else ""
+        raise CliError(
+            f"the current directory{where} was deleted; cd to a directory that exists and run the command again"
+        ) from None
 
 
 def _report(line: str) -> None:

@@ -86,6 +86,58 @@ def windows_shown(smooth: list[int], games: int) -> list[int]:
     return shown or [min(smooth)]
 
 
+def _matplotlib_dirs() -> list[str]:
+    """The folders matplotlib writes under HOME (its config, its font cache), as it finds them."""
+    home = os.path.expanduser("~")
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    return [os.path.join(config, "matplotlib"), os.path.join(cache, "matplotlib")]
+
+
+def _usable(folder: str) -> bool:
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
+def use_writable_matplotlib_dir() -> None:
+    """Point ``MPLCONFIGDIR`` at a folder of our own when matplotlib's under HOME cannot be written (a
+    read-only HOME, HOME unset in a service): matplotlib would otherwise print two warnings per run. The
+    folder is per user and kept (the font cache is built once), refused if someone else owns it."""
+    if os.environ.get("MPLCONFIGDIR") or all(_usable(d) for d in _matplotlib_dirs()):
+        return
+    import tempfile
+
+    folder = os.path.join(tempfile.gettempdir(), f"retrokit-matplotlib-{os.getuid()}")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        st = os.lstat(folder)
+        if os.path.islink(folder) or st.st_uid != os.getuid() or not os.access(folder, os.W_OK):
+            folder = tempfile.mkdtemp(prefix="retrokit-matplotlib-")
+    except OSError:
+        folder = tempfile.mkdtemp(prefix="retrokit-matplotlib-")
+    os.environ["MPLCONFIGDIR"] = folder
+
+
+def _drawable_title(title: str, notes: list[str] | None) -> str:
+    """``title`` as given, or with its ``$`` escaped (drawn literally, one note) when matplotlib's mathtext
+    cannot parse it: matplotlib would fail while saving, after the plot was made."""
+    if title.count("$") - title.count("\\$") < 2:
+        return title
+    from matplotlib.mathtext import MathTextParser
+
+    try:
+        MathTextParser("path").parse(title)
+    except ValueError as exc:
+        why = next((line for line in reversed(str(exc).splitlines()) if line.strip()), "")
+        if notes is not None:
+            notes.append(f"--title {title!r} is not valid mathtext ({why.strip()}); drawn literally")
+        return title.replace("\\$", "$").replace("$", "\\$")
+    return title
+
+
 def plot_runs(
     run_dirs: list[str],
     out: str,
@@ -97,6 +149,7 @@ def plot_runs(
     """Write the PNG; returns its path. One column per window of ``smooth`` that the longest run has the
     games for (:func:`windows_shown`); ``title`` defaults to :func:`default_title`. Characters the font
     cannot draw (drawn as boxes) are named in one line appended to ``notes``, not one warning each."""
+    use_writable_matplotlib_dir()
     import matplotlib
 
     matplotlib.use("Agg")
@@ -119,7 +172,7 @@ def plot_runs(
         if ax.lines:
             ax.legend(fontsize=7)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(_drawable_title(title, notes))
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
