@@ -113,7 +113,8 @@ def _check_working_directory() -> None:
         shell = os.environ.get("PWD", "")  # the shell's idea of it, if it names the deleted folder
         where = f" ({shell})" if shell and not os.path.isdir(shell) else ""
         raise CliError(
-            f"the current directory{where} was deleted; cd to a directory that exists and run the command again"
+            f"the current directory{where} was deleted; cd to a directory that exists and run the command "
+            "again"
         ) from None
 
 
