@@ -41,6 +41,8 @@ SHARD_BYTES = 80 << 20
 #: copies of one observation an env costs: its stack, the copy returned, and gymnasium's Box of it (a low and
 #: a high array of the observation's shape, and two bool arrays of that shape while it checks them)
 OBS_COPIES = 8
+#: shared memory multiprocessing needs beside the frames (semaphores, the heap of shared values)
+SHM_SPARE = 1 << 20
 _UNLIMITED = 1 << 60  # cgroup v1 writes "no limit" as a page-rounded 2**63 - 1
 
 
@@ -292,6 +294,9 @@ def check_vector_env(env_id: str, num_envs: int, backend: str, options: dict, pr
         raise LimitError(f"{what}: more than the kit's limit of {MAX_NUM_ENVS} envs per vector env; {fix}")
     if processes:
         check_processes(what, processes, fix)
+        # frames cross through one segment (at most an observation per env), beside multiprocessing's own
+        # semaphores and heap arenas, all in /dev/shm
+        check_shared_memory(what, num_envs * obs + SHM_SPARE)
     worker = WORKER_BYTES if backend == "subprocess" else SHARD_BYTES
     need = num_envs * (OBS_COPIES * obs + ENV_BYTES) + processes * worker
     check_memory(what, need, fix + " or smaller observations")
