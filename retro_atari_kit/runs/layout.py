@@ -161,14 +161,11 @@ _TYPE_NAMES = {
 def _check_field_types(config: dict[str, Any], path: str) -> None:
     for field, types in _FIELD_TYPES.items():
         value = config.get(field)
-        if field not in config or (
-            isinstance(value, types) and not (bool not in types and isinstance(value, bool))
-        ):
+        a_bool_for_a_number = isinstance(value, bool) and bool not in types
+        if field not in config or (isinstance(value, types) and not a_bool_for_a_number):
             continue
         want = " or ".join(_TYPE_NAMES[t] for t in types)
-        raise config_field_error(
-            path, field, f"{type(value).__name__} {config_text(value)} instead of {want}"
-        )
+        raise config_field_error(path, field, f"{value!r} is not {want}")
 
 
 def config_text(value: Any) -> str:
