@@ -111,7 +111,11 @@ def test_eval_warns_for_model_outside_run_dir(trained_run, tmp_path, capsys):
     assert main(["eval", str(foreign)]) == 2
     err = capsys.readouterr().err
     assert "--env" in err and "pickled code" not in err  # nothing is loaded without --env: one line
-    assert main(["eval", str(foreign), "--env", "RetroKit/Breakout-v0"]) == 2  # loaded, then refused
+    assert main(["eval", str(foreign), "--env", "RetroKit/Breakout-v0"]) == 2  # it would need unpickling
+    err = capsys.readouterr().err
+    assert "--allow-pickle" in err and "model expects" not in err
+    argv = ["eval", str(foreign), "--env", "RetroKit/Breakout-v0", "--allow-pickle"]
+    assert main(argv) == 2  # loaded as asked, then refused
     err = capsys.readouterr().err
     assert "pickled code" in err and "model expects" in err
 
