@@ -83,6 +83,8 @@ class Case:
     # ``stdout_to`` names the file its stdout is written to (``/dev/full``)
     env: dict[str, str] | None = None
     stdout_to: str | None = None
+    # run in the child just before the command (a real limit: ``rlimit(...)``; a deleted working folder)
+    preexec: Callable[[], None] | None = None
 
     @property
     def label(self) -> str:
@@ -1508,9 +1510,216 @@ def os_cases() -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------------------------------------------
+# files from others (a run dir is data, not code) and the machine's limits (docs/cli.md, "Files from
+# others" and "Limits")
+# ------------------------------------------------------------------------------------------------------
+
+MARKER = "PICKLE-RAN"
+
+
+def _chained(*steps: Callable[[], None] | None) -> Callable[[], None]:
+    def run() -> None:
+        for step in steps:
+            if step is not None:
+                step()
+
+    return run
+
+
+def rlimit(which: str, soft: int) -> Callable[[], None]:
+    """In the child: ``RLIMIT_<which>`` lowered to ``soft`` (``ulimit -v`` / ``-u``), a real limit."""
+    import resource
+
+    def lower() -> None:
+        number = getattr(resource, f"RLIMIT_{which}")
+        resource.setrlimit(number, (soft, resource.getrlimit(number)[1]))
+
+    return lower
+
+
+def deleted_cwd() -> None:
+    """In the child: work in a folder that is then deleted (``mkdir d; cd d; rmdir ../d``)."""
+    folder = tempfile.mkdtemp(prefix="retrokit-sweep-gone-")
+    os.chdir(folder)
+    os.rmdir(folder)
+
+
+def planted_pickles(pattern: str, run: str = "run") -> Setup:
+    """Every pickled value in the ``data`` of the zips ``pattern`` of the run replaced by one that creates
+    ``MARKER`` in the case's folder when unpickled (SB3's own ``load`` does)."""
+    import base64
+    import json
+    import pickle
+
+    def setup(d: Path) -> None:
+        payload = base64.b64encode(pickle.dumps(_Opener(str(d / MARKER)))).decode()
+        for path in (d / run).glob(pattern):
+            _rewrite_zip(path, "data", lambda raw: _plant(json.loads(raw), payload))
+
+    def _plant(data: dict, payload: str) -> bytes:
+        import json
+
+        for value in data.values():
+            if isinstance(value, dict) and ":serialized:" in value:
+                value[":serialized:"] = payload
+        return json.dumps(data).encode()
+
+    return setup
+
+
+class _Opener:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _rewrite_zip(path: Path, member: str, change: Callable[[bytes], bytes] | None, zeros_mb: int = 0) -> None:
+    """Rewrite ``member`` of the zip ``path`` with ``change(old bytes)``, or as ``zeros_mb`` MB of zeros
+    deflated at level 9 (streamed: a 1 GB bomb never sits in memory or on disk)."""
+    with zipfile.ZipFile(path) as zin:
+        members = [(info, zin.read(info)) for info in zin.infolist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zout:
+        for info, raw in members:
+            if info.filename != member:
+                zout.writestr(info, raw)
+            elif change is not None:
+                zout.writestr(info, change(raw))
+        if change is None:
+            info = zipfile.ZipInfo(member)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with zout.open(info, "w", force_zip64=True) as fh:
+                for _ in range(zeros_mb):
+                    fh.write(bytes(1 << 20))
+
+
+def bomb(pattern: str, member: str, mb: int, run: str = "run") -> Setup:
+    def setup(d: Path) -> None:
+        for path in (d / run).glob(pattern):
+            _rewrite_zip(path, member, None, zeros_mb=mb)
+
+    return setup
+
+
+def torch_global(pattern: str, run: str = "run") -> Setup:
+    """``policy.pth`` replaced by a torch file whose pickle names a global (what weights_only refuses)."""
+
+    def setup(d: Path) -> None:
+        import io
+
+        import torch
+
+        buffer = io.BytesIO()
+        torch.save({"w": _Opener(str(d / MARKER))}, buffer)
+        for path in (d / run).glob(pattern):
+            _rewrite_zip(path, "policy.pth", lambda _raw: buffer.getvalue())
+
+    return setup
+
+
+def link(name: str, target: str, run: str = "run") -> Setup:
+    """``run/name`` replaced by a link to ``target`` (in the case's folder: outside the run dir)."""
+
+    def setup(d: Path) -> None:
+        path = d / run / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        (d / "secrets").mkdir(exist_ok=True)
+        (d / "secrets" / "0.monitor.csv").write_text("private\n")
+        (d / "secret.txt").write_text("private\n")
+        path.symlink_to(d / target)
+
+    return setup
+
+
+def no_marker(d: Path, output: str, before: list[int]) -> list[str]:
+    return [f"{MARKER} exists: a pickle from the run dir ran"] if (d / MARKER).exists() else []
+
+
+def stranger_cases() -> list[Case]:
+    """Files a stranger may have made: pickles, torch globals, bombs, links out of the run dir."""
+    cases: list[Case] = []
+    works = {"expect": "clean", "exit_code": 0, "check": no_marker, "writes_nothing": False}
+
+    def add(group: str, *argv: str, **kw) -> None:
+        cases.append(Case(f"strangers: {group}", list(argv), **kw))
+
+    planted = [run_copy(), planted_pickles("model.zip"), planted_pickles("checkpoints/*.zip")]
+    g = "pickled values"
+    add(g, "eval", "run", "--episodes", "1", setup=planted, **works)
+    add(g, "export", "run", "out", setup=planted, **works)
+    add(g, "train", "--resume", "run", "--timesteps", "96", setup=planted, **works)
+    outside = [run_copy(), planted_pickles("model.zip")]
+    add(g, "eval", "run/model.zip", "--env", ENV, setup=[*outside, damage("config.yaml", "remove")],
+        needles=("--allow-pickle", "would unpickle"), check=no_marker)  # fmt: skip
+    g = "torch globals"
+    add(g, "eval", "run", setup=[run_copy(), torch_global("model.zip")], needles=("not plain weights",),
+        check=no_marker)  # fmt: skip
+    g = "bombs"
+    add(g, "eval", "run", setup=[run_copy(), bomb("model.zip", "policy.pth", 1100)], needles=("compressed",))
+    add(g, "eval", "run", setup=[run_copy(), bomb("model.zip", "data", 200)], needles=("would inflate",))
+    add(g, "train", "--resume", "run", setup=[run_copy(), bomb("checkpoints/model_64_steps.zip", "policy.pth",
+        1100)], needles=("compressed",))  # fmt: skip
+    g = "export links"
+    for name, target in (("monitor/9.monitor.csv", "secret.txt"), ("monitor/resume-1", "secrets"),
+                         ("log.txt", "secret.txt"), ("model.zip", "secret.txt")):  # fmt: skip
+        add(g, "export", "run", "out", setup=[run_copy(), link(name, target)], needles=("is a link to",))
+    return cases
+
+
+def limit_cases() -> list[Case]:
+    """Sizes and counts without bounds, real limits (ulimit -v, ulimit -u), damaged inputs of the kind."""
+    cases: list[Case] = []
+    good = [run_copy()]
+    new = ["--timesteps", "64", *TINY_TRAIN]
+
+    def add(group: str, *argv: str, **kw) -> None:
+        cases.append(Case(f"limits: {group}", list(argv), **kw))
+
+    g = "sizes"
+    add(g, "train", "ppo", ENV, "--run-dir", "r", "--n-envs", "10000", "--timesteps", "64", needles=("4096",))
+    add(g, "train", "ppo", ENV, "--run-dir", "r", *new, "--env-kwarg", "screen_size=20000",
+        needles=("screen_size=20000",))  # fmt: skip
+    add(g, "train", "ppo", ENV, "--run-dir", "r", *new, "--env-kwarg", "frame_stack=1000000",
+        needles=("frame_stack=1000000",))  # fmt: skip
+    add(g, "eval", "run", "--env-kwarg", "screen_size=20000", setup=good, needles=("screen_size=20000",))
+    g = "real limits"
+    add(g, "train", "ppo", ENV, "--run-dir", "r", "--n-envs", "64", "--backend", "subprocess", *new[:2],
+        preexec=rlimit("NPROC", 8), needles=("RLIMIT_NPROC",))  # fmt: skip
+    add(g, "train", "dqn", ENV, "--run-dir", "r", "--set", "buffer_size=3000000", "--timesteps", "64",
+        preexec=rlimit("AS", 6 << 30), needles=("RLIMIT_AS",))  # fmt: skip
+    g = "damaged inputs"
+    for field in ("env_id", "algo", "engine", "n_envs", "env_kwargs"):
+        for argv in (
+            ["eval", "run"],
+            ["train", "--resume", "run", "--timesteps", "96"],
+            ["export", "run", "o"],
+        ):
+            add(
+                g,
+                *argv,
+                setup=[run_copy(), set_field(field, "[a, b]")],
+                needles=(f"{field}: ['a', 'b'] is not",),
+            )
+    add(g, "plot", "run", "--title", "$\\foo{$", "--out", "p.png", setup=good, expect="warning",
+        needles=("not valid mathtext",), writes_nothing=False)  # fmt: skip
+    add(g, "plot", "run", "--out", "p.png", setup=good, expect="clean", exit_code=0, writes_nothing=False,
+        env={"HOME": "/dev/null", "MPLCONFIGDIR": ""}, check=_quiet)  # fmt: skip
+    add(g, "eval", "run", setup=good, preexec=deleted_cwd, needles=("was deleted",))
+    return cases
+
+
+def _quiet(d: Path, output: str, before: list[int]) -> list[str]:
+    return ["matplotlib's cache warning"] if "Matplotlib" in output or "mkdir -p failed" in output else []
+
+
 def all_cases() -> list[Case]:
     cases = train_cases() + resume_cases() + model_cases() + other_cases() + api_cases() + rllib_cases()
-    return cases + stop_cases() + os_cases()
+    return cases + stop_cases() + os_cases() + stranger_cases() + limit_cases()
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -1570,6 +1779,8 @@ def run_case(case: Case, base: Path, index: int, keep: bool) -> Result:
         return Result(case, [], 0.0, "", skipped=str(exc))
     before = snapshot(d)
     preexec = _file_modes_bind if case.read_only_binds and os.geteuid() == 0 else None
+    if case.preexec is not None:
+        preexec = _chained(preexec, case.preexec)
     t0 = time.monotonic()
     problems: list[str] = []
     try:
