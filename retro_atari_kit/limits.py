@@ -283,6 +283,19 @@ def check_env_options(env_id: str, options: dict) -> None:
     )
 
 
+def worker_processes(backend: str, num_envs: int, shards: Any = None) -> int:
+    """Worker processes ``backend`` starts for ``num_envs`` envs: the subprocess backend one per env, the
+    native one per shard when there is more than one (ValueError for a bad ``shards``)."""
+    if backend == "subprocess":
+        return num_envs
+    if backend == "native":
+        from retro_atari_kit.vector.native_shards import check_shards
+
+        n = check_shards(shards, num_envs)
+        return n if n > 1 else 0
+    return 0
+
+
 def check_vector_env(env_id: str, num_envs: int, backend: str, options: dict, processes: int) -> None:
     """LimitError unless ``num_envs`` envs on ``backend`` fit: ``processes`` worker processes (the
     subprocess backend: one per env; native shards: one per shard), their memory and the envs', and the

@@ -70,7 +70,8 @@ def _complete_zip(path: str) -> bool:
     """True if ``path`` is a whole zip archive: its directory at the end, every member's checksum right."""
     try:
         with zipfile.ZipFile(path) as zf:
-            return zip_is_sane(path) and zf.testzip() is None  # no bomb is inflated
+            # a bomb is whole as far as writes go: refused when it is loaded, never inflated here
+            return not zip_is_sane(path) or zf.testzip() is None
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
         return False
 

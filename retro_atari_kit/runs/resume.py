@@ -117,7 +117,8 @@ def prepare_resume(
     env = open_env(config["env_id"], env_kwargs)
     try:
         check_saved_policy(checkpoint, saved, env.observation_space, env.action_space)
-        _check_backend(config["env_id"], config_backend(config), env_kwargs, path)
+        n_envs = config.get("n_envs") if rules.name == "sb3" else None  # as a new run (runs.startup)
+        _check_backend(config["env_id"], config_backend(config), env_kwargs, path, n_envs)
     finally:
         env.close()
     rules.check_checkpoint(checkpoint, config, checked)
@@ -130,10 +131,12 @@ def prepare_resume(
     return config, run_dir, checkpoint
 
 
-def _check_backend(env_id: str, backend: str, env_kwargs: dict[str, Any], path: str) -> None:
+def _check_backend(
+    env_id: str, backend: str, env_kwargs: dict[str, Any], path: str, n_envs: int | None = None
+) -> None:
     from retro_atari_kit.runs.startup import check_backend
 
     try:
-        check_backend(env_id, backend, env_kwargs)
+        check_backend(env_id, backend, env_kwargs, n_envs)
     except RunError as exc:
         raise config_field_error(path, "backend", str(exc)) from None

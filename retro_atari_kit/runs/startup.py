@@ -95,17 +95,21 @@ def check_network(network: str) -> None:
     check(network)
 
 
-def check_backend(env_id: str, backend: str, env_kwargs: dict[str, Any]) -> None:
-    """RunError unless the vector backend ``backend`` can run ``env_id`` with these kwargs."""
+def check_backend(env_id: str, backend: str, env_kwargs: dict[str, Any], num_envs: int | None = None) -> None:
+    """RunError unless the vector backend ``backend`` can run ``env_id`` with these kwargs (and, given
+    ``num_envs``, unless that many envs fit this process's limits: ``retro_atari_kit.limits``)."""
+    from retro_atari_kit.limits import check_vector_env, worker_processes
     from retro_atari_kit.vector import BACKENDS, resolve_backend
 
     if backend not in BACKENDS:
         raise RunError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     game = gym.spec(env_id).kwargs["game"]
     try:  # the one being checked is `backend`
-        resolve_backend(game, backend, **single_env_kwargs(env_kwargs))
+        chosen = resolve_backend(game, backend, **single_env_kwargs(env_kwargs))
     except ValueError as exc:
         raise RunError(f"--backend {backend}: {str(exc).strip().splitlines()[0]}") from None
+    if num_envs:  # before the run dir is made: training would make these envs after it
+        check_vector_env(env_id, num_envs, chosen, env_kwargs, worker_processes(chosen, num_envs, None))
 
 
 def check_run_dir(run_dir: str, force: bool) -> None:
@@ -168,7 +172,9 @@ def prepare_new_run(
     env_kwargs = single_env_kwargs(config["env_kwargs"])
     env = open_env(config["env_id"], env_kwargs)
     try:
-        check_backend(config["env_id"], spec.backend, env_kwargs)
+        # the SB3 engine makes n_envs envs in this process's vector env (RLlib's env runners check their own)
+        n_envs = config.get("n_envs") if rules.name == "sb3" else None
+        check_backend(config["env_id"], spec.backend, env_kwargs, n_envs)
         lines = rules.check_env(config, env, force)
     finally:
         env.close()

@@ -18,7 +18,7 @@ from typing import Any
 
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from retro_atari_kit.limits import check_vector_env, vector_memory_errors
+from retro_atari_kit.limits import check_vector_env, vector_memory_errors, worker_processes
 from retro_atari_kit.vector._factory import EnvFactory, game_kind, split_frame_stack
 from retro_atari_kit.vector._pool import WorkerDiedError
 from retro_atari_kit.vector._stacked import StackedVectorEnv
@@ -78,18 +78,6 @@ def resolve_backend(game: str, backend: str = "auto", **kwargs: Any) -> str:
     return _choose_backend(game, kind, backend, _validated(game, kind, kwargs))
 
 
-def _processes(backend: str, num_envs: int, shards: Any) -> int:
-    """Worker processes ``backend`` starts for ``num_envs`` envs (native: one per shard beyond one)."""
-    if backend == "subprocess":
-        return num_envs
-    if backend == "native":
-        from retro_atari_kit.vector.native_shards import check_shards
-
-        n = check_shards(shards, num_envs)
-        return n if n > 1 else 0
-    return 0
-
-
 @vector_memory_errors
 def make_vector_env(
     game: str,
@@ -127,7 +115,7 @@ def make_vector_env(
     kind = game_kind(game)
     cfg = _validated(game, kind, kwargs)  # one clear error here, before any worker starts
     chosen = _choose_backend(game, kind, backend, cfg)
-    check_vector_env(f"RetroKit/{game}-v0", num_envs, chosen, cfg, _processes(chosen, num_envs, shards))
+    check_vector_env(f"RetroKit/{game}-v0", num_envs, chosen, cfg, worker_processes(chosen, num_envs, shards))
     if chosen == "native":
         from retro_atari_kit.vector.native_shards import make_native_vector_env
 

@@ -34,6 +34,7 @@ from retro_atari_kit.integrations.sb3.training.models import checkpoint_algo, ch
 from retro_atari_kit.runs import RunError, TrainSpec, list_checkpoints
 from retro_atari_kit.runs.engine import EngineRules, SavedPolicy
 from retro_atari_kit.runs.layout import config_text
+from retro_atari_kit.runs.untrusted import UntrustedFileError, read_json_member
 
 __all__ = ["RULES", "describe", "load_hyperparams"]
 
@@ -75,6 +76,12 @@ def _check_env(config: dict[str, Any], env: gym.Env, force: bool) -> list[str]:
 
 
 def _read_checkpoint(path: str) -> SavedPolicy:
+    try:  # a file refused as a stranger's (a bomb) says why
+        read_json_member(path)
+    except UntrustedFileError as exc:
+        raise RunError(f"{exc}; delete it to resume from the previous checkpoint") from None
+    except Exception:  # noqa: BLE001 - other damage: the line below
+        pass
     data = checkpoint_data(path)
     if data is None:
         raise RunError(f"cannot read checkpoint {path}; delete it to resume from the previous one")
