@@ -16,6 +16,7 @@ from retro_atari_kit.runs import (
     list_checkpoints,
     load_config,
 )
+from retro_atari_kit.runs.signatures import sign_checkpoint
 
 
 def latest_model(run_dir: str) -> tuple[str, int | None]:
@@ -53,6 +54,7 @@ def save_checkpoint(algo: Any, run_dir: str, steps: int, config: dict[str, Any],
             steps,
         )
         torch.save(payload, os.path.join(tmp, POLICY_FILE))
+        sign_checkpoint(tmp)  # RLlib restores its state with pickle: only signed checkpoints are resumed
 
     atomic_write(path, write)
     return path

@@ -99,7 +99,11 @@ def check_checkpoint_network(checkpoint: str, payload: dict[str, Any], model_con
 
 def restore(algo: Any, checkpoint: str) -> None:
     """RLlib's full state from ``checkpoint`` (an absolute path: RLlib reads it as a URI) into ``algo``;
-    what RLlib cannot restore is one RunError line."""
+    what RLlib cannot restore is one RunError line. Only a checkpoint this user's kit signed is restored:
+    RLlib unpickles its state files (``runs.signatures``)."""
+    from retro_atari_kit.runs.signatures import check_signed
+
+    check_signed(checkpoint)
     try:
         algo.restore_from_path(checkpoint)
     except Exception as exc:  # noqa: BLE001  (a damaged or foreign RLlib state: one line)

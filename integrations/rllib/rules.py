@@ -133,6 +133,9 @@ def _check_checkpoint(path: str, config: dict[str, Any], module: dict[str, Any])
     from retro_atari_kit.integrations.rllib.resume import check_checkpoint_network, checkpoint_payload
 
     check_checkpoint_network(path, checkpoint_payload(path), module)
+    from retro_atari_kit.runs.signatures import check_signed
+
+    check_signed(path)  # before anything of the run is touched; restore() checks again
 
 
 RULES = EngineRules(
