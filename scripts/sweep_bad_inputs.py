@@ -1668,7 +1668,18 @@ def stranger_cases() -> list[Case]:
     for name, target in (("monitor/9.monitor.csv", "secret.txt"), ("monitor/resume-1", "secrets"),
                          ("log.txt", "secret.txt"), ("model.zip", "secret.txt")):  # fmt: skip
         add(g, "export", "run", "out", setup=[run_copy(), link(name, target)], needles=("is a link to",))
+    g = "rllib state"  # RLlib unpickles its state: only checkpoints this user's kit signed are resumed
+    add(g, "train", "--resume", "run", "--timesteps", "160", setup=[rllib_run_copy(), tampered_rllib_state],
+        needles=("no valid signature",), check=no_marker)  # fmt: skip
     return cases
+
+
+def tampered_rllib_state(d: Path) -> None:
+    """A byte added to each RLlib state file of the run copy's checkpoints (another pickle, as a stranger's
+    would be)."""
+    for path in (d / "run" / "checkpoints").glob("*/algorithm_state.pkl"):
+        with open(path, "ab") as fh:
+            fh.write(b"\0")
 
 
 def limit_cases() -> list[Case]:
