@@ -16,10 +16,9 @@ screen larger than any emulator's) is capped by the constants below.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import resource
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -324,17 +323,6 @@ def memory_errors(what: str) -> Iterator[None]:
         raise
     except MemoryError as exc:
         raise OutOfMemoryError(memory_error_line(exc, what)) from None
-
-
-def vector_memory_errors(make: Callable[..., T]) -> Callable[..., T]:
-    """Decorate ``make_vector_env(game, num_envs, ...)``: a failed allocation is one line naming the envs."""
-
-    @functools.wraps(make)
-    def wrapper(game: str, num_envs: int = 1, *args: Any, **kwargs: Any) -> T:
-        with memory_errors(f"making RetroKit/{game}-v0 x {num_envs} envs"):
-            return make(game, num_envs, *args, **kwargs)
-
-    return wrapper
 
 
 def memory_error_line(exc: BaseException, what: str = "an allocation") -> str:

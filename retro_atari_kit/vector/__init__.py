@@ -18,7 +18,7 @@ from typing import Any
 
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from retro_atari_kit.limits import check_vector_env, vector_memory_errors, worker_processes
+from retro_atari_kit.limits import check_vector_env, memory_errors, worker_processes
 from retro_atari_kit.vector._factory import EnvFactory, game_kind, split_frame_stack
 from retro_atari_kit.vector._pool import WorkerDiedError
 from retro_atari_kit.vector._stacked import StackedVectorEnv
@@ -78,7 +78,6 @@ def resolve_backend(game: str, backend: str = "auto", **kwargs: Any) -> str:
     return _choose_backend(game, kind, backend, _validated(game, kind, kwargs))
 
 
-@vector_memory_errors
 def make_vector_env(
     game: str,
     num_envs: int = 1,
@@ -116,21 +115,24 @@ def make_vector_env(
     cfg = _validated(game, kind, kwargs)  # one clear error here, before any worker starts
     chosen = _choose_backend(game, kind, backend, cfg)
     check_vector_env(f"RetroKit/{game}-v0", num_envs, chosen, cfg, worker_processes(chosen, num_envs, shards))
-    if chosen == "native":
-        from retro_atari_kit.vector.native_shards import make_native_vector_env
+    # a failed allocation while the envs are made: one line naming them and the limit (no extra frame: the
+    # backends' warnings point at the caller's line)
+    with memory_errors(f"making RetroKit/{game}-v0 x {num_envs} envs"):
+        if chosen == "native":
+            from retro_atari_kit.vector.native_shards import make_native_vector_env
 
-        return make_native_vector_env(game, num_envs, autoreset_mode, cfg, shards, start_method)
-    if shards is not None:
-        raise ValueError(
-            f"shards={shards!r} applies to the native ALE backend only; "
-            f"RetroKit/{game}-v0 uses backend={chosen!r} here"
-        )
-    frame_stack, per_env = split_frame_stack(kwargs)
-    factories = [EnvFactory(game, kind, per_env) for _ in range(num_envs)]
-    if chosen == "inprocess":
-        from retro_atari_kit.vector.inprocess import make_inprocess_vector_env
+            return make_native_vector_env(game, num_envs, autoreset_mode, cfg, shards, start_method)
+        if shards is not None:
+            raise ValueError(
+                f"shards={shards!r} applies to the native ALE backend only; "
+                f"RetroKit/{game}-v0 uses backend={chosen!r} here"
+            )
+        frame_stack, per_env = split_frame_stack(kwargs)
+        factories = [EnvFactory(game, kind, per_env) for _ in range(num_envs)]
+        if chosen == "inprocess":
+            from retro_atari_kit.vector.inprocess import make_inprocess_vector_env
 
-        return make_inprocess_vector_env(factories, frame_stack, autoreset_mode)
-    from retro_atari_kit.vector.subprocess import make_subprocess_vector_env
+            return make_inprocess_vector_env(factories, frame_stack, autoreset_mode)
+        from retro_atari_kit.vector.subprocess import make_subprocess_vector_env
 
-    return make_subprocess_vector_env(factories, frame_stack, autoreset_mode, start_method)
+        return make_subprocess_vector_env(factories, frame_stack, autoreset_mode, start_method)

@@ -5,6 +5,7 @@ a small tmpfs over /dev/shm where this machine lets us mount one)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -190,7 +191,8 @@ def test_rlimit_nproc_refuses_more_workers_than_the_user_may_start():
     )
     seconds, message = line.split(" ", 1)
     assert float(seconds) < 0.5
-    assert "starts 8 processes but this user may start 3 more (RLIMIT_NPROC (ulimit -u" in message
+    # "3 more" when nothing else of this user starts or ends a process in between (other jobs may)
+    assert re.search(r"starts 8 processes but this user may start [0-7] more \(RLIMIT_NPROC \(ulimit -u", message)
 
 
 def test_shared_memory_check_says_what_to_do(tmp_path):
