@@ -192,7 +192,8 @@ def test_rlimit_nproc_refuses_more_workers_than_the_user_may_start():
     seconds, message = line.split(" ", 1)
     assert float(seconds) < 0.5
     # "3 more" when nothing else of this user starts or ends a process in between (other jobs may)
-    assert re.search(r"starts 8 processes but this user may start [0-7] more \(RLIMIT_NPROC \(ulimit -u", message)
+    expected = r"starts 8 processes but this user may start [0-7] more \(RLIMIT_NPROC \(ulimit -u"
+    assert re.search(expected, message), message
 
 
 def test_shared_memory_check_says_what_to_do(tmp_path):
