@@ -20,9 +20,7 @@ import os
 import resource
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-T = TypeVar("T")
+from typing import Any
 
 #: the largest observation side: emulator screens are at most 256x320, so a larger one only repeats pixels
 MAX_SCREEN_SIZE = 1024

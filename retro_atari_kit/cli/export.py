@@ -33,7 +33,9 @@ def run(args: argparse.Namespace) -> int:
     with user_errors():
         backend = engine(load_config(args.run_dir)["engine"])
         for linked in (os.path.join(args.run_dir, name) for name in ("model.zip", "model", "checkpoints")):
-            if os.path.islink(linked):  # before it is read as the model: a link out is the one line
+            # before it is read as the model: a link out is the one line (one to nothing is no model, and
+            # the newest one there is is exported)
+            if os.path.islink(linked) and os.path.exists(linked):
                 check_regular_inside(args.run_dir, linked)
         model, _ = backend.latest_model(args.run_dir)
         if os.path.isfile(model) or os.path.islink(model):  # RLlib's checkpoints are folders

@@ -42,7 +42,7 @@ def check_regular_inside(run_dir: str, path: str) -> None:
     rel = os.path.relpath(os.path.abspath(path), os.path.abspath(run_dir))
     if rel.startswith(os.pardir):
         raise RunError(f"{path} is outside {run_dir}; export copies only files inside the run dir")
-    current = os.path.abspath(run_dir)
+    current = run_dir  # as the user wrote it, for the message
     for part in rel.split(os.sep):
         current = os.path.join(current, part)
         if os.path.islink(current):
