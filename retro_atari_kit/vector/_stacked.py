@@ -98,16 +98,18 @@ class StackedVectorEnv(VectorEnv):
             np.tile(frame, (self.k, 1, 1)) if np.ndim(index) == 0 else np.tile(frame, (1, self.k, 1, 1))
         )
 
-    def _push(self, mask: np.ndarray) -> None:
+    def _push(self, mask: np.ndarray) -> np.ndarray:
+        """Append the driver's newest frame to the stacks in ``mask``; returns a copy of every stack (the
+        observation batch). Built in a fresh array and copied back: two plain copies, where shifting in
+        place makes numpy buffer the overlapping copy and a third copy returns it."""
         c = self.channels
-        if mask.all():  # the common case: shift in place (numpy buffers the overlapping copy)
-            self._stacks[:, :-c] = self._stacks[:, c:]
-            self._stacks[:, -c:] = self.driver.frames
-            return
-        stacks = self._stacks[mask]
-        stacks[:, :-c] = stacks[:, c:]
-        stacks[:, -c:] = self.driver.frames[mask]
-        self._stacks[mask] = stacks
+        out = np.empty_like(self._stacks)
+        out[:, :-c] = self._stacks[:, c:]
+        out[:, -c:] = self.driver.frames
+        if not mask.all():  # envs that did not step (reset this step) keep their stacks
+            out[~mask] = self._stacks[~mask]
+        self._stacks[...] = out
+        return out
 
     # -- gymnasium API -----------------------------------------------------------------------------
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
@@ -163,14 +165,13 @@ class StackedVectorEnv(VectorEnv):
                 infos = self._add_info(infos, {"final_obs": final_obs, "final_info": final_info}, i)
                 self._fill(i, self.driver.frames[i])
                 stepped[i] = False
-        if stepped.any():
-            self._push(stepped)
         for i in reset_mask.nonzero()[0]:
             self._fill(int(i), self.driver.frames[i])
+        observations = self._push(stepped)
         infos = self._batch_infos(infos, env_infos)
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
             self._autoreset = terminations | truncations
-        return self._stacks.copy(), rewards, terminations, truncations, infos
+        return observations, rewards, terminations, truncations, infos
 
     def _batch_infos(self, infos: dict[str, Any], env_infos: list[dict] | BatchedInfos) -> dict[str, Any]:
         """``VectorEnv._add_info`` for every env, with a fast path for scalar keys that every env has."""
