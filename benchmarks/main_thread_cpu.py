@@ -12,6 +12,7 @@ never in CI::
     python benchmarks/main_thread_cpu.py --sizes 4 8 --retro   # with the stable-retro path
     python benchmarks/main_thread_cpu.py --sizes 8 --floor     # with what the native backend cannot avoid
     python benchmarks/main_thread_cpu.py --sizes 16 --warp-threads 2 8 --only native  # other warp threads
+    python benchmarks/main_thread_cpu.py --sizes 4 8 --async    # with the async send/recv APIs
     python benchmarks/main_thread_cpu.py --sizes 2 4 8 --only retro --retro Pong-Atari2600 \
         Airstriker-Genesis --retro-before d15e063              # the retro path against an older commit's
 
@@ -220,6 +221,46 @@ def sb3_retro(game: str) -> Callable[[int], _SB3Runner]:
     return make
 
 
+class _AsyncRunner:
+    """An EnvPool-style async env (``async_reset`` / ``recv`` / ``send``, batches of ``N // 2``) behind the
+    calls ``measure`` makes: each ``step`` call takes two batches, so N env steps, as a synchronous step
+    does, and the actions of one batch are sent while the other batch emulates."""
+
+    def __init__(self, env):
+        self.env = env
+        # EnvPool's action_space is one env's
+        self.single_action_space = getattr(env, "single_action_space", None) or env.action_space
+
+    def reset(self, seed: int = 0):
+        try:
+            self.env.async_reset(seed=seed)
+        except TypeError:  # EnvPool takes its seed at creation
+            self.env.async_reset()
+
+    def step(self, actions: np.ndarray):
+        for _ in range(2):
+            *_, info = self.env.recv()
+            ids = info["env_id"]
+            self.env.send(actions[ids], ids)
+
+    def close(self):
+        self.env.close()
+
+
+def kit_native_async(n: int):
+    """The kit's native backend in this process with EnvPool's async API, batches of N // 2."""
+    import retro_atari_kit  # noqa: F401
+
+    return _AsyncRunner(gym.make_vec("RetroKit/Pong-v0", num_envs=n, batch_size=max(1, n // 2)))
+
+
+def envpool_async(n: int):
+    """EnvPool's own async API, batches of N // 2."""
+    import envpool
+
+    return _AsyncRunner(envpool.make_gymnasium("Pong-v5", num_envs=n, batch_size=max(1, n // 2), seed=0))
+
+
 def raw_ale(n: int):
     from ale_py.vector_env import AtariVectorEnv
 
@@ -303,6 +344,12 @@ def main() -> None:
         metavar="S",
         help="also the native backend over S worker processes (its default: one per core, >= 2 envs each)",
     )
+    parser.add_argument(
+        "--async",
+        dest="async_api",
+        action="store_true",
+        help="also the kit's and EnvPool's async send/recv APIs, batches of N // 2 (two batches per step)",
+    )
     parser.add_argument("--only", nargs="+", help="contenders whose name contains one of these words")
     args = parser.parse_args()
     before = load_subprocess_module_at(args.retro_before) if args.retro_before else None
@@ -316,6 +363,8 @@ def main() -> None:
         contenders[f"kit native, {shards} shards"] = kit_native_shards(shards)
     for threads in args.warp_threads or []:
         contenders[f"kit native, {threads} warp threads"] = kit_native_warp_threads(threads)
+    if args.async_api:
+        contenders["kit native, async"] = kit_native_async
     if args.floor:
         contenders["floor: RGB frames"] = kit_floor_frames
         contenders["floor: RGB frames + warp"] = kit_floor_warped
@@ -324,6 +373,8 @@ def main() -> None:
         import envpool  # noqa: F401
 
         contenders["EnvPool"] = envpool_pong
+        if args.async_api:
+            contenders["EnvPool, async"] = envpool_async
     except ImportError:
         print("EnvPool not installed: skipped (pip install envpool)")
     if args.retro is not None:

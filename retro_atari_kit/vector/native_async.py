@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from retro_atari_kit.envs._validate import check_action
+from retro_atari_kit.envs._validate import check_actions
 from retro_atari_kit.vector._stacked import StackedVectorEnv
-from retro_atari_kit.vector.native_ale import NativeDriver, _extra
+from retro_atari_kit.vector.native_ale import _PADDLE, NativeDriver, _extra
 from retro_atari_kit.wrappers.warp_frame import warp_into
 
 
@@ -62,13 +62,20 @@ class AsyncNativeDriver(NativeDriver):
 
     def send(self, env_ids: list[int], actions: list[int], resetting: list[bool]) -> None:
         """Start a step (or, where ``resetting``, a reset) of each env in ``env_ids``."""
+        tasks: dict[int, list[tuple[int, bool]]] = {}
         for i, action, reset in zip(env_ids, actions, resetting, strict=True):
+            if not reset:
+                self._ales[i].send([action], _PADDLE)  # emulation starts now, in the env's C++ thread
+            tasks.setdefault(self._thread_of(i), []).append((i, reset))
+        for thread, envs in tasks.items():  # one wake-up per warp thread, not per env
+            self.warper.run_on(thread, lambda envs=envs: self._run_tasks(envs))
+
+    def _run_tasks(self, envs: list[tuple[int, bool]]) -> None:
+        for i, reset in envs:
             if reset:
-                task = lambda i=i: self._reset_task(i)  # noqa: E731
+                self._reset_task(i)
             else:
-                self._send([i], [action])  # emulation starts now, in the env's C++ thread
-                task = lambda i=i: self._step_task(i)  # noqa: E731
-            self.warper.run_on(self._thread_of(i), task)
+                self._step_task(i)
 
     def _step_task(self, i: int) -> None:
         try:
@@ -176,12 +183,7 @@ class AsyncNativeVectorEnv(StackedVectorEnv):
         busy = [i for i in env_list if self._in_flight[i]]
         if busy:
             raise RuntimeError(f"send() to envs {busy} that are still in flight: recv() them first")
-        actions = np.asarray(actions)
-        if actions.shape != (len(env_list),):
-            raise ValueError(
-                f"send() needs one action per env id ({len(env_list)}); got shape {actions.shape}"
-            )
-        values = [check_action(a, self.single_action_space) for a in actions.tolist()]
+        values = check_actions(actions, self.single_action_space, len(env_list)).tolist()
         self._in_flight[ids] = True
         self.driver.send(env_list, values, self._autoreset[ids].tolist())
 

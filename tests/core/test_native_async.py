@@ -96,11 +96,11 @@ def test_misuse_is_refused_in_one_line_and_changes_nothing():
             env.send(np.array([0]), np.array([0]))
         obs, *_, info = env.recv()
         ids = info["env_id"]
-        with pytest.raises(ValueError, match=r"action must be an int in \[0, 3\]"):
+        with pytest.raises(ValueError, match=r"one int in \[0, 3\] per env; env 1's action is 9"):
             env.send(np.array([0, 9]), ids)
         with pytest.raises(ValueError, match="distinct indices"):
             env.send(np.array([0, 0]), np.array([ids[0], ids[0]]))
-        with pytest.raises(ValueError, match="one action per env id"):
+        with pytest.raises(ValueError, match="needs 2 actions"):
             env.send(np.array([0]), ids)
         env.send(np.array([1, 1]), ids)  # nothing above changed the state: this is accepted
         for _ in range(2):
