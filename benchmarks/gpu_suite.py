@@ -5,11 +5,12 @@ least one; the median is reported), all in one run so the ratios are side by sid
 
 1. **tests**: ``pytest tests/gpu/test_cuda.py`` (every model, SB3 policy and preset on ``cuda``, bf16
    autocast, the compact replay's pinned / non-blocking copies against the CPU path).
-2. **env**: env steps/s on Pong with random actions at 8 / 16 / 32 envs: the kit (``gym.make_vec``, backend
-   auto; its native backend in one process, ``shards=1``; and that with ``cv2.resize`` instead of the exact
-   resize kernel), SB3
-   ``SubprocVecEnv(make_atari_env)`` + ``VecFrameStack``, EnvPool (if installed) and raw ale-py
-   ``AtariVectorEnv`` (no kit semantics: the ceiling), with the functions of ``vec_throughput.py``.
+2. **env**: env steps/s on Pong with random actions at 8 / 16 / 32 / 64 envs: the kit (``gym.make_vec``,
+   backend auto; its native backend in one process, ``shards=1``; that with EnvPool's async API, batches of
+   N/2; and that with ``cv2.resize`` instead of the exact resize kernel), SB3
+   ``SubprocVecEnv(make_atari_env)`` + ``VecFrameStack``, EnvPool (if installed; also its async API,
+   batches of N/2) and raw ale-py ``AtariVectorEnv`` (no kit semantics: the ceiling), with the functions of
+   ``vec_throughput.py``.
 3. **ppo**: PPO training steps/s at the ``gpu`` preset (32 envs x 128 steps, batch 1024), Nature and Impala:
    plain SB3 (``SubprocVecEnv``, SB3's ``CnnPolicy`` and buffer), the kit, and the kit with the CNN under
    bf16 autocast where the GPU has native bf16 (functions of ``ppo_throughput.py``).
@@ -86,7 +87,7 @@ GPU_PLAN = Plan(
     device="cuda",
     total_budget=450.0,
     test_budget=150.0,
-    env_sizes=(8, 16, 32),
+    env_sizes=(8, 16, 32, 64),
     env_vector_steps=400,
     env_warmup=50,
     env_budget=90.0,
@@ -281,6 +282,7 @@ def env_contenders() -> dict[str, Callable]:
     out = {
         "kit gym.make_vec (auto)": vec_bench.kit("auto"),
         "kit native, one process": vec_bench.kit("native", shards=1),
+        "kit native, async (B = N/2)": vec_bench.kit_async,
         "kit native, cv2.resize": vec_bench.kit_cv2_resize,
         "SB3 SubprocVecEnv+VecFrameStack": vec_bench.sb3_atari("subproc"),
         "ale-py AtariVectorEnv (raw, ceiling)": vec_bench.raw_ale,
@@ -289,6 +291,7 @@ def env_contenders() -> dict[str, Callable]:
         import envpool  # noqa: F401
 
         out["EnvPool"] = vec_bench.envpool_pong
+        out["EnvPool, async (B = N/2)"] = vec_bench.envpool_async
     except ImportError:
         pass
     return out
@@ -314,6 +317,7 @@ def run_env(report: Report, plan: Plan, clock: Clock) -> None:
     kit = "kit gym.make_vec (auto)"
     others = (
         "kit native, one process",
+        "kit native, async (B = N/2)",
         "kit native, cv2.resize",
         "SB3 SubprocVecEnv+VecFrameStack",
         "EnvPool",

@@ -45,6 +45,7 @@ from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
+import vec_throughput  # the async runner, shared with gpu_suite.py (this folder is on sys.path)
 
 
 def kit_native(n: int):
@@ -221,46 +222,6 @@ def sb3_retro(game: str) -> Callable[[int], _SB3Runner]:
     return make
 
 
-class _AsyncRunner:
-    """An EnvPool-style async env (``async_reset`` / ``recv`` / ``send``, batches of ``N // 2``) behind the
-    calls ``measure`` makes: each ``step`` call takes two batches, so N env steps, as a synchronous step
-    does, and the actions of one batch are sent while the other batch emulates."""
-
-    def __init__(self, env):
-        self.env = env
-        # EnvPool's action_space is one env's
-        self.single_action_space = getattr(env, "single_action_space", None) or env.action_space
-
-    def reset(self, seed: int = 0):
-        try:
-            self.env.async_reset(seed=seed)
-        except TypeError:  # EnvPool takes its seed at creation
-            self.env.async_reset()
-
-    def step(self, actions: np.ndarray):
-        for _ in range(2):
-            *_, info = self.env.recv()
-            ids = info["env_id"]
-            self.env.send(actions[ids], ids)
-
-    def close(self):
-        self.env.close()
-
-
-def kit_native_async(n: int):
-    """The kit's native backend in this process with EnvPool's async API, batches of N // 2."""
-    import retro_atari_kit  # noqa: F401
-
-    return _AsyncRunner(gym.make_vec("RetroKit/Pong-v0", num_envs=n, batch_size=max(1, n // 2)))
-
-
-def envpool_async(n: int):
-    """EnvPool's own async API, batches of N // 2."""
-    import envpool
-
-    return _AsyncRunner(envpool.make_gymnasium("Pong-v5", num_envs=n, batch_size=max(1, n // 2), seed=0))
-
-
 def raw_ale(n: int):
     from ale_py.vector_env import AtariVectorEnv
 
@@ -364,7 +325,7 @@ def main() -> None:
     for threads in args.warp_threads or []:
         contenders[f"kit native, {threads} warp threads"] = kit_native_warp_threads(threads)
     if args.async_api:
-        contenders["kit native, async"] = kit_native_async
+        contenders["kit native, async"] = vec_throughput.kit_async
     if args.floor:
         contenders["floor: RGB frames"] = kit_floor_frames
         contenders["floor: RGB frames + warp"] = kit_floor_warped
@@ -374,7 +335,7 @@ def main() -> None:
 
         contenders["EnvPool"] = envpool_pong
         if args.async_api:
-            contenders["EnvPool, async"] = envpool_async
+            contenders["EnvPool, async"] = vec_throughput.envpool_async
     except ImportError:
         print("EnvPool not installed: skipped (pip install envpool)")
     if args.retro is not None:
