@@ -34,27 +34,16 @@ def _compile() -> SimpleNamespace:
 
     @numba.njit(nogil=True, cache=True)
     def finish_steps(
-        envs,
-        raw_reward,
-        raw_term,
-        raw_trunc,
-        lives_now,
-        elapsed,
-        score,
-        length,
-        lives,
-        continue_game,
-        max_steps,
-        episodic,
-        clip,
-        rewards,
-        terms,
-        truncs,
-        game_over,
-    ):  # pragma: no cover - compiled by numba
-        # envs: indices of the envs that stepped; raw_*/lives_now: what each env's core returned; elapsed,
-        # score, length, lives, continue_game: per-env state, updated; rewards/terms/truncs: the stack's
-        # step results; game_over: the game ended (a true-score record is due). Returns how many ended.
+        envs, floats, ints, flags, max_steps, episodic, clip, rewards, terms, truncs
+    ):  # pragma: no cover
+        # envs: indices of the envs that stepped. Per-env rows (NativeDriver's packed state): floats = score,
+        # the raw reward received; ints = elapsed steps, episode length, lives before the step, lives now;
+        # flags = terminated and truncated as received, continue the game on reset, game over (a
+        # true-score record is due). max_steps <= 0: no time limit. rewards / terms / truncs: the stack's
+        # step results, indexed by env. Returns how many games ended.
+        score, raw_reward = floats[0], floats[1]
+        elapsed, length, lives, lives_now = ints[0], ints[1], ints[2], ints[3]
+        raw_term, raw_trunc, continue_game, game_over = flags[0], flags[1], flags[2], flags[3]
         ended = 0
         for k in range(envs.shape[0]):
             i = envs[k]

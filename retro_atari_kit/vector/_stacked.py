@@ -90,6 +90,7 @@ class StackedVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._stacks = np.zeros((self.num_envs, *self.single_observation_space.shape), dtype=np.uint8)
         self._autoreset = np.zeros(self.num_envs, dtype=bool)
+        self._every_env = np.ones(self.num_envs, dtype=bool)  # the mask of a key every env has
         self.closed = False
 
     # -- stacking ----------------------------------------------------------------------------------
@@ -98,15 +99,15 @@ class StackedVectorEnv(VectorEnv):
             np.tile(frame, (self.k, 1, 1)) if np.ndim(index) == 0 else np.tile(frame, (1, self.k, 1, 1))
         )
 
-    def _push(self, mask: np.ndarray) -> np.ndarray:
-        """Append the driver's newest frame to the stacks in ``mask``; returns a copy of every stack (the
-        observation batch). Built in a fresh array and copied back: two plain copies, where shifting in
-        place makes numpy buffer the overlapping copy and a third copy returns it."""
+    def _push(self, mask: np.ndarray | None) -> np.ndarray:
+        """Append the driver's newest frame to the stacks in ``mask`` (None: every env); returns a copy of
+        every stack (the observation batch). Built in a fresh array and copied back: two plain copies, where
+        shifting in place makes numpy buffer the overlapping copy and a third copy returns it."""
         c = self.channels
         out = np.empty_like(self._stacks)
         out[:, :-c] = self._stacks[:, c:]
         out[:, -c:] = self.driver.frames
-        if not mask.all():  # envs that did not step (reset this step) keep their stacks
+        if mask is not None:  # envs that did not step (reset this step) keep their stacks
             out[~mask] = self._stacks[~mask]
         self._stacks[...] = out
         return out
@@ -156,7 +157,8 @@ class StackedVectorEnv(VectorEnv):
         reset_mask = self._autoreset.copy()
         step = self.driver.step(actions, reset_mask, same_step)
         rewards, terminations, truncations, env_infos, finals = step
-        stepped = ~reset_mask
+        resetting = reset_mask.nonzero()[0]
+        stepped = None if not finals and not resetting.size else ~reset_mask  # None: every env stepped
         infos: dict[str, Any] = {}
         if finals:
             c = self.channels
@@ -165,8 +167,8 @@ class StackedVectorEnv(VectorEnv):
                 infos = self._add_info(infos, {"final_obs": final_obs, "final_info": final_info}, i)
                 self._fill(i, self.driver.frames[i])
                 stepped[i] = False
-        for i in reset_mask.nonzero()[0]:
-            self._fill(int(i), self.driver.frames[i])
+        for i in resetting.tolist():
+            self._fill(i, self.driver.frames[i])
         observations = self._push(stepped)
         infos = self._batch_infos(infos, env_infos)
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
@@ -176,10 +178,9 @@ class StackedVectorEnv(VectorEnv):
     def _batch_infos(self, infos: dict[str, Any], env_infos: list[dict] | BatchedInfos) -> dict[str, Any]:
         """``VectorEnv._add_info`` for every env, with a fast path for scalar keys that every env has."""
         if isinstance(env_infos, BatchedInfos):
-            every_env = np.ones(self.num_envs, dtype=bool)
             for key, values in env_infos.common.items():
                 infos[key] = values
-                infos[f"_{key}"] = every_env.copy()
+                infos[f"_{key}"] = self._every_env.copy()
             for i, extra in env_infos.extra.items():
                 infos = self._add_info(infos, extra, i)
             return infos

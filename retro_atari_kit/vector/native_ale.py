@@ -164,25 +164,23 @@ class NativeDriver:
         # where the warp writes each env's frame; the sharded backend points it into shared memory
         self.frames = np.zeros((num_envs, channels, size, size), dtype=np.uint8)
         self._all = list(range(num_envs))
-        # state of TimeLimit and TrueScoreStatistics (core level) and EpisodicLife, one entry per env
-        self.elapsed = np.zeros(num_envs, dtype=np.int64)
-        self.score = np.zeros(num_envs, dtype=np.float64)
-        self.length = np.zeros(num_envs, dtype=np.int64)
+        # Per-env state, one entry per env, packed by dtype so the rules kernel takes three arrays (the names
+        # are row views): TimeLimit, TrueScoreStatistics and EpisodicLife's state, and the latest step
+        # received from each env (written by the warp threads); the row order is the kernel's
+        self._ints = np.zeros((4, num_envs), dtype=np.int64)
+        self.elapsed, self.length, self.lives, self._lives_now = self._ints
+        self._floats = np.zeros((2, num_envs), dtype=np.float64)
+        self.score, self._reward = self._floats
+        self._flags = np.zeros((4, num_envs), dtype=bool)
+        # _game_over: the env's game ended at its last _finish
+        self._terminated, self._truncated, self.continue_game, self._game_over = self._flags
         self.start = np.zeros(num_envs, dtype=np.float64)
-        self.lives = np.zeros(num_envs, dtype=np.int64)
-        self.continue_game = np.zeros(num_envs, dtype=bool)
         self._raw: list[np.ndarray | None] = [None] * num_envs  # latest max-pooled RGB frame per env
-        # the latest step received from each env, written by the warp threads
-        self._reward = np.zeros(num_envs, dtype=np.float64)
-        self._terminated = np.zeros(num_envs, dtype=bool)
-        self._truncated = np.zeros(num_envs, dtype=bool)
-        self._lives_now = np.zeros(num_envs, dtype=np.int64)
         self._episode_frame = np.zeros(num_envs, dtype=np.int64)
         self._frame_number = np.zeros(num_envs, dtype=np.int64)
-        self._game_over = np.zeros(num_envs, dtype=bool)  # whose game ended at its last _finish
         self._one = (np.zeros(num_envs), np.zeros(num_envs, dtype=bool), np.zeros(num_envs, dtype=bool))
         self._all_envs = np.arange(num_envs, dtype=np.intp)
-        self._kernels = kernels()
+        self._finish_steps = kernels().finish_steps
         self._actions: list[int] = [NOOP] * num_envs  # this step's actions, sent by the warp threads
         self._receivers = [lambda i=i: self._receive(i) for i in range(num_envs)]
 
@@ -220,25 +218,8 @@ class NativeDriver:
         ``life``) and the reward clip (if ``clip``), into ``rewards`` / ``terms`` / ``truncs`` (indexed by
         env), in one kernel call (:func:`~retro_atari_kit.vector._kernels.finish_steps`). Returns how many
         games ended; :meth:`_episodes` has their records."""
-        return self._kernels.finish_steps(
-            envs,
-            self._reward,
-            self._terminated,
-            self._truncated,
-            self._lives_now,
-            self.elapsed,
-            self.score,
-            self.length,
-            self.lives,
-            self.continue_game,
-            self.max_steps or 0,
-            life and self.episodic,
-            clip,
-            rewards,
-            terms,
-            truncs,
-            self._game_over,
-        )
+        state = (self._floats, self._ints, self._flags, self.max_steps or 0, life and self.episodic, clip)
+        return self._finish_steps(envs, *state, rewards, terms, truncs)
 
     def _episodes(self, envs: np.ndarray) -> dict[int, dict]:
         """``info["episode"]`` of each env in ``envs`` whose game ended at its last :meth:`_finish`."""
@@ -326,7 +307,7 @@ class NativeDriver:
         # StackedVectorEnv.step has checked them (check_actions): an action ale-py refuses would fail in its
         # thread and never answer
         self._actions = actions.tolist()
-        resetting = reset_mask.nonzero()[0].tolist() if reset_mask.any() else []
+        resetting = reset_mask.nonzero()[0].tolist()
         stepping = [i for i in self._all if not reset_mask[i]] if resetting else self._all
         extra: dict[int, dict] = {}  # per-env info keys beyond the counters every env has
         pending = None

@@ -71,10 +71,12 @@ def test_finish_steps_kernel_follows_the_wrappers_rules(episodic, clip):
     lives, continue_game = previous.copy(), np.zeros(n, dtype=bool)
     rewards, terms, truncs, game_over = np.zeros(n), np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
     envs = np.array([0, 1, 2, 3, 4, 6])  # env 5 did not step: nothing of it changes
-    ended = kernels().finish_steps(
-        envs, raw_reward, term, trunc, lives_now, elapsed, score, length, lives, continue_game,
-        10, episodic, clip, rewards, terms, truncs, game_over,
-    )  # fmt: skip
+    floats = np.stack([score, raw_reward])
+    ints = np.stack([elapsed, length, lives, lives_now])
+    flags = np.stack([term, trunc, continue_game, game_over])
+    ended = kernels().finish_steps(envs, floats, ints, flags, 10, episodic, clip, rewards, terms, truncs)
+    score, _, elapsed, length, lives, _ = (*floats, *ints)
+    continue_game, game_over = flags[2], flags[3]
     for i in range(n):
         stepped = i in envs
         want_trunc = bool(trunc[i]) or (stepped and elapsed[i] >= 10)
