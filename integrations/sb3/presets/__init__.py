@@ -44,8 +44,9 @@ __all__ = [
     "to_sb3_kwargs",
 ]
 
-# Keys of a preset that are not SB3 constructor arguments (parallel_play: read by training/run.py).
-NON_SB3_KEYS = ("n_envs", "n_timesteps", "parallel_play")
+# Keys of a preset that are not SB3 constructor arguments (parallel_play, fast_learner: read by
+# training/run.py).
+NON_SB3_KEYS = ("n_envs", "n_timesteps", "parallel_play", "fast_learner")
 SCHEDULE_KEYS = ("learning_rate", "clip_range", "clip_range_vf")
 CLASS_KEYS = ("replay_buffer_class", "rollout_buffer_class")
 POLICY_CLASS_KEYS = ("optimizer_class", "activation_fn", "features_extractor_class")
@@ -56,7 +57,10 @@ _KIT = "retro_atari_kit.integrations.sb3"
 CLASSES: dict[str, dict[str, str]] = {
     "policy": {"kit-cnn": f"{_KIT}.policies.KitCnnPolicy", "kit-dqn": f"{_KIT}.policies.KitDQNPolicy"},
     "replay_buffer_class": {"compact": f"{_KIT}.buffers.CompactReplayBuffer"},
-    "rollout_buffer_class": {"channels-last": f"{_KIT}.rollout_buffer.ChannelsLastRolloutBuffer"},
+    "rollout_buffer_class": {
+        "channels-last": f"{_KIT}.rollout_buffer.ChannelsLastRolloutBuffer",
+        "device": f"{_KIT}.device_buffer.DeviceRolloutBuffer",
+    },
     "optimizer_class": {
         "rmsprop-tf-like": "stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike"
     },
