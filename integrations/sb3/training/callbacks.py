@@ -32,20 +32,25 @@ class ThreadsByPhase(BaseCallback):
     while the env workers step (rollout), every free core while the model learns (update), the count from
     before training restored at the end. DQN with one env gets the same count in both phases.
 
-    The machine's load is measured once, at the start of training, while the run is idle.
+    The machine's load is measured once, at the start of training, while the run is idle (``measure=False``
+    counts every usable core as free).
     """
 
     def __init__(
-        self, workers: int, synchronous: bool = True, say: Callable[[str], None] | None = None
+        self,
+        workers: int,
+        synchronous: bool = True,
+        say: Callable[[str], None] | None = None,
+        measure: bool = True,
     ) -> None:
         super().__init__()
-        self.workers, self.synchronous, self.say = workers, synchronous, say
+        self.workers, self.synchronous, self.say, self.measure = workers, synchronous, say, measure
         self.threads: Any = None
 
     def _on_training_start(self) -> None:
         from retro_atari_kit.models.threads import PhaseThreads
 
-        self.threads = PhaseThreads(self.workers, synchronous=self.synchronous)
+        self.threads = PhaseThreads(self.workers, synchronous=self.synchronous, measure=self.measure)
         if self.say is not None:
             self.say(self.threads.describe())
         self.threads.acting()
