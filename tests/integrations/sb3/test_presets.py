@@ -15,6 +15,7 @@ from retro_atari_kit.integrations.sb3 import (
     get_preset,
     list_presets,
 )
+from retro_atari_kit.integrations.sb3.device_buffer import DeviceRolloutBuffer
 from retro_atari_kit.integrations.sb3.presets import (
     CLASSES,
     apply_overrides,
@@ -30,7 +31,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 def test_list_presets():
     names = list_presets()
-    assert names["ppo"] == ["default", "bf16", "gpu"] and names["a2c"] == ["default", "gpu"]
+    assert names["ppo"] == ["default", "bf16", "gpu", "gpu-fast"] and names["a2c"] == ["default", "gpu"]
     assert names["dqn"] == ["default", "gpu", "pong-dqn", "pong-dqn-fast"] and "qrdqn" in names
 
 
@@ -168,7 +169,7 @@ def test_one_table_maps_the_presets_class_names_to_sb3_classes():
     assert resolved == {
         "policy": {"kit-cnn": KitCnnPolicy, "kit-dqn": KitDQNPolicy},
         "replay_buffer_class": {"compact": CompactReplayBuffer},
-        "rollout_buffer_class": {"channels-last": ChannelsLastRolloutBuffer},
+        "rollout_buffer_class": {"channels-last": ChannelsLastRolloutBuffer, "device": DeviceRolloutBuffer},
         "optimizer_class": {"rmsprop-tf-like": RMSpropTFLike},
     }
     # every preset's classes resolve (the YAML names them, the table knows them)
