@@ -1,12 +1,6 @@
 """``DeviceRolloutBuffer``: PPO / A2C rollouts kept on the learner's device, advantages computed there.
 
-::
-
-    from stable_baselines3 import PPO
-    from retro_atari_kit.integrations.sb3 import KitCnnPolicy, cnn_policy_kwargs
-    from retro_atari_kit.integrations.sb3.device_buffer import DeviceRolloutBuffer
-    model = PPO(KitCnnPolicy, venv, policy_kwargs=cnn_policy_kwargs("nature"),
-                rollout_buffer_class=DeviceRolloutBuffer, device="cuda")
+:class:`~retro_atari_kit.integrations.sb3.fast_ppo.FastPPO` always uses it (``--preset gpu-fast``).
 
 SB3's ``RolloutBuffer`` keeps a rollout in numpy on the host: every step's values and log-probabilities
 come back from the device, GAE runs in numpy, and every minibatch of frames is gathered on the host and
@@ -15,9 +9,11 @@ the model's device: uint8 frames (channels-last per frame, as ``ChannelsLastRoll
 rewards, episode starts, values, log-probabilities, and the advantages and returns it computes there. A
 minibatch is one gather on the device.
 
-It speaks SB3's ``RolloutBuffer`` API (``reset``, ``add`` with numpy or tensors, ``compute_returns_and_
-advantage``, ``get``), so SB3's own PPO / A2C loops run on it unchanged; :class:`~retro_atari_kit.
-integrations.sb3.fast_ppo.FastPPO` adds tensors without leaving the device (:meth:`add_step`). The values,
+It speaks SB3's ``RolloutBuffer`` API for filling and sampling (``reset``, ``add`` with numpy or tensors,
+``compute_returns_and_advantage``, ``get``), so SB3's ``collect_rollouts`` fills it (FastPPO's fallback
+with ``use_sde``), and FastPPO adds tensors without leaving the device (:meth:`add_step`). It is not a
+``rollout_buffer_class`` for SB3's own ``PPO`` / ``A2C``: their ``train`` reads the buffer's values and
+returns as numpy arrays (explained variance), which these tensors are not. The values,
 advantages and returns are SB3's (same GAE, float32), and ``get`` draws the same minibatch indices as
 SB3's buffer for the same numpy seed (one ``np.random.permutation`` per call, SB3's env-major order).
 """
@@ -46,7 +42,7 @@ def _tensor(value: Any, device: torch.device, dtype: torch.dtype = torch.float32
 class DeviceRolloutBuffer(RolloutBuffer):
     """SB3's ``RolloutBuffer`` held as torch tensors on ``device`` (see the module docstring).
 
-    Same constructor as SB3's ``RolloutBuffer``; pass it as ``rollout_buffer_class`` to PPO or A2C.
+    Same constructor as SB3's ``RolloutBuffer``; FastPPO's (see the module docstring).
     Image observations ``(C, H, W)`` are stored ``(H, W, C)`` per frame and handed out as channels-last
     ``(B, C, H, W)`` uint8 tensors; other observations as they are.
     """

@@ -85,7 +85,8 @@ class FastPPO(PPO):
 
     Same constructor as ``PPO`` plus ``compile`` (``False``, ``True`` or ``"auto"``: CUDA only).
     ``rollout_buffer_class`` is always :class:`DeviceRolloutBuffer` (another class given is replaced, so
-    that presets written for SB3's PPO work unchanged); ``use_sde`` and dict observations take SB3's path.
+    that presets written for SB3's PPO work unchanged); with ``use_sde`` the rollout is collected by SB3's
+    loop (into the same buffer). Dict observations are refused (the buffer's TypeError).
     """
 
     def __init__(self, *args: Any, compile: bool | str = False, **kwargs: Any) -> None:  # noqa: A002
@@ -169,7 +170,7 @@ class FastPPO(PPO):
                     rewards[idx] += self.gamma * self.policy.predict_values(terminal_obs)[0, 0]
 
     def train(self) -> None:
-        if not self._fast(self.rollout_buffer):
+        if not isinstance(self.rollout_buffer, DeviceRolloutBuffer):  # SB3's train reads numpy buffers
             return super().train()
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)

@@ -45,7 +45,7 @@ def test_the_data_names_classes_by_engine_neutral_names_not_module_paths():
                 named.setdefault(key, set()).add(value)
     assert named == {
         "policy": {"CnnPolicy", "kit-cnn", "kit-dqn"},
-        "rollout_buffer_class": {"channels-last", "device"},
+        "rollout_buffer_class": {"channels-last"},
         "replay_buffer_class": {"compact"},
         "optimizer_class": {"rmsprop-tf-like"},
     }

@@ -57,10 +57,7 @@ _KIT = "retro_atari_kit.integrations.sb3"
 CLASSES: dict[str, dict[str, str]] = {
     "policy": {"kit-cnn": f"{_KIT}.policies.KitCnnPolicy", "kit-dqn": f"{_KIT}.policies.KitDQNPolicy"},
     "replay_buffer_class": {"compact": f"{_KIT}.buffers.CompactReplayBuffer"},
-    "rollout_buffer_class": {
-        "channels-last": f"{_KIT}.rollout_buffer.ChannelsLastRolloutBuffer",
-        "device": f"{_KIT}.device_buffer.DeviceRolloutBuffer",
-    },
+    "rollout_buffer_class": {"channels-last": f"{_KIT}.rollout_buffer.ChannelsLastRolloutBuffer"},
     "optimizer_class": {
         "rmsprop-tf-like": "stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike"
     },

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from retro_atari_kit.integrations.sb3 import KitCnnPolicy, cnn_policy_kwargs
+from retro_atari_kit.integrations.sb3.algorithms import fast_learner_options, learner_class
+from retro_atari_kit.integrations.sb3.device_buffer import DeviceRolloutBuffer
+from retro_atari_kit.integrations.sb3.fast_ppo import FastPPO, compile_choice
 from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from retro_atari_kit.integrations.sb3 import KitCnnPolicy, cnn_policy_kwargs
-from retro_atari_kit.integrations.sb3.algorithms import fast_learner_options, learner_class
-from retro_atari_kit.integrations.sb3.device_buffer import DeviceRolloutBuffer
-from retro_atari_kit.integrations.sb3.fast_ppo import FastPPO, compile_choice
 from retro_atari_kit.registration import make_env
 
 N_ENVS, N_STEPS = 2, 16
@@ -59,7 +59,9 @@ def _fill(buffer: RolloutBuffer, rng: np.random.Generator) -> None:
             torch.as_tensor(rng.normal(size=(N_ENVS, 1)), dtype=torch.float32),
             torch.as_tensor(rng.normal(-1.8, 0.1, N_ENVS), dtype=torch.float32),
         )
-    buffer.compute_returns_and_advantage(torch.as_tensor(rng.normal(size=(N_ENVS, 1))), rng.random(N_ENVS) < 0.3)
+    buffer.compute_returns_and_advantage(
+        torch.as_tensor(rng.normal(size=(N_ENVS, 1))), rng.random(N_ENVS) < 0.3
+    )
 
 
 def test_device_buffer_computes_sb3s_advantages_and_minibatches(models):
@@ -80,7 +82,9 @@ def test_device_buffer_computes_sb3s_advantages_and_minibatches(models):
         assert a.observations.dtype == torch.uint8 and a.observations.shape == (8, 4, 84, 84)
         assert a.observations.is_contiguous(memory_format=torch.channels_last)
         for field in a._fields:
-            np.testing.assert_allclose(getattr(a, field).numpy(), getattr(b, field).numpy(), rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(
+                getattr(a, field).numpy(), getattr(b, field).numpy(), rtol=1e-6, atol=1e-6
+            )
 
 
 def test_fast_update_equals_sb3_train_on_the_same_batch(models):

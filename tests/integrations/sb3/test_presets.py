@@ -15,7 +15,6 @@ from retro_atari_kit.integrations.sb3 import (
     get_preset,
     list_presets,
 )
-from retro_atari_kit.integrations.sb3.device_buffer import DeviceRolloutBuffer
 from retro_atari_kit.integrations.sb3.presets import (
     CLASSES,
     apply_overrides,
@@ -169,7 +168,7 @@ def test_one_table_maps_the_presets_class_names_to_sb3_classes():
     assert resolved == {
         "policy": {"kit-cnn": KitCnnPolicy, "kit-dqn": KitDQNPolicy},
         "replay_buffer_class": {"compact": CompactReplayBuffer},
-        "rollout_buffer_class": {"channels-last": ChannelsLastRolloutBuffer, "device": DeviceRolloutBuffer},
+        "rollout_buffer_class": {"channels-last": ChannelsLastRolloutBuffer},
         "optimizer_class": {"rmsprop-tf-like": RMSpropTFLike},
     }
     # every preset's classes resolve (the YAML names them, the table knows them)
