@@ -16,7 +16,10 @@ ALGOS: dict[str, tuple[str, str]] = {
 }
 OFF_POLICY = ("dqn", "qrdqn")
 # the kit's own learners, chosen by the preset key `fast_learner` (docs/sb3.md): algo -> (module, class)
-FAST_LEARNERS: dict[str, tuple[str, str]] = {"ppo": ("retro_atari_kit.integrations.sb3.fast_ppo", "FastPPO")}
+FAST_LEARNERS: dict[str, tuple[str, str]] = {
+    "ppo": ("retro_atari_kit.integrations.sb3.fast_ppo", "FastPPO"),
+    "a2c": ("retro_atari_kit.integrations.sb3.fast_a2c", "FastA2C"),
+}
 FAST_LEARNER_OPTIONS = {"compile": (True, False, "auto")}
 
 
@@ -51,7 +54,7 @@ def fast_learner_options(algo: str, value: Any) -> dict[str, Any] | None:
         return None
     key = str(algo).lower()
     if key not in FAST_LEARNERS:
-        raise ValueError(f"fast_learner: only for {', '.join(FAST_LEARNERS)}, not {key}; remove it")
+        raise ValueError(f"fast_learner: {key} has none (only {' and '.join(FAST_LEARNERS)} do); remove it")
     options = {} if value is True else value
     if not isinstance(options, dict):
         raise ValueError(f"fast_learner={value!r}: use true, false or {{compile: true|false|auto}}")

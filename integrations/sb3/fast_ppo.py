@@ -43,7 +43,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
-__all__ = ["FastPPO", "compile_choice"]
+__all__ = ["DeviceRollouts", "FastPPO", "compile_choice"]
 
 
 def compile_choice(compile: bool | str, device: torch.device) -> bool:  # noqa: A002 - torch's word
@@ -80,13 +80,15 @@ class _Uploader:
         return out if dtype is None else out.to(dtype)
 
 
-class FastPPO(PPO):
-    """SB3's ``PPO`` with a device-resident rollout and a leaner loop (see the module docstring).
+class DeviceRollouts:
+    """The rollout half of the kit's fast on-policy learners (FastPPO, FastA2C), placed before SB3's class
+    in the bases: a device-resident buffer, pinned non-blocking uploads, one sync per env step, envs
+    stepping while the step is stored, optional ``torch.compile`` of the CNN (see the module docstring).
 
-    Same constructor as ``PPO`` plus ``compile`` (``False``, ``True`` or ``"auto"``: CUDA only).
+    Adds the constructor argument ``compile`` (``False``, ``True`` or ``"auto"``: CUDA only).
     ``rollout_buffer_class`` is always :class:`DeviceRolloutBuffer` (another class given is replaced, so
-    that presets written for SB3's PPO work unchanged); with ``use_sde`` the rollout is collected by SB3's
-    loop (into the same buffer). Dict observations are refused (the buffer's TypeError).
+    that presets written for SB3's classes work unchanged); with ``use_sde`` the rollout is collected by
+    SB3's loop (into the same buffer). Dict observations are refused (the buffer's TypeError).
     """
 
     def __init__(self, *args: Any, compile: bool | str = False, **kwargs: Any) -> None:  # noqa: A002
@@ -169,6 +171,19 @@ class FastPPO(PPO):
                 with torch.no_grad():
                     rewards[idx] += self.gamma * self.policy.predict_values(terminal_obs)[0, 0]
 
+    def _explained_variance(self) -> torch.Tensor:
+        """SB3's explained variance of the rollout's values (numpy's population variance; nan when the
+        returns do not vary), as a tensor on the device."""
+        values, returns = self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten()
+        var_returns = torch.var(returns, unbiased=False)
+        explained = 1 - torch.var(returns - values, unbiased=False) / var_returns
+        return torch.where(var_returns == 0, torch.full_like(explained, float("nan")), explained)
+
+
+class FastPPO(DeviceRollouts, PPO):
+    """SB3's ``PPO`` with a device-resident rollout and a leaner loop (see the module docstring): the
+    constructor of ``PPO`` plus ``compile`` (:class:`DeviceRollouts`)."""
+
     def train(self) -> None:
         if not isinstance(self.rollout_buffer, DeviceRolloutBuffer):  # SB3's train reads numpy buffers
             return super().train()
@@ -232,12 +247,7 @@ class FastPPO(PPO):
         self, stats: dict[str, list[torch.Tensor]], loss: torch.Tensor, clip_range: float, clip_range_vf: Any
     ) -> None:
         """SB3's ``train/*`` records, read from the device in one transfer."""
-        buffer = self.rollout_buffer
-        values, returns = buffer.values.flatten(), buffer.returns.flatten()
-        # explained variance as SB3's (numpy's population variance); nan when the returns do not vary
-        var_returns = torch.var(returns, unbiased=False)
-        explained = 1 - torch.var(returns - values, unbiased=False) / var_returns
-        explained = torch.where(var_returns == 0, torch.full_like(explained, float("nan")), explained)
+        explained = self._explained_variance()
         names = {"entropy": "entropy_loss", "pg": "policy_gradient_loss", "value": "value_loss"}
         names |= {"kl": "approx_kl", "clip": "clip_fraction"}
         nan = loss.new_tensor(float("nan"))

@@ -52,5 +52,5 @@ def test_a_fast_learner_for_dqn_is_one_error_line(tmp_path, capsys):
     args = ["train", "dqn", "RetroKit/Pong-v0", "--set", "fast_learner=true", "--run-dir", run]
     assert main([*args, "--timesteps", "64"]) != 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == "retrokit: error: fast_learner: only for ppo, not dqn; remove it"
+    assert err[-1] == "retrokit: error: fast_learner: dqn has none (only ppo and a2c do); remove it"
     assert not os.path.exists(run)

@@ -1,6 +1,6 @@
-"""FastPPO (``integrations/sb3/fast_ppo.py``) and its device rollout buffer against SB3's PPO on CPU torch:
-the same advantages and returns, the same collected rollout from the same envs and seeds, and the same
-parameters after one update on the same batch from the same weights."""
+"""FastPPO (``integrations/sb3/fast_ppo.py``), FastA2C and their device rollout buffer against SB3's PPO and
+A2C on CPU torch: the same advantages and returns, the same collected rollout from the same envs and seeds,
+and the same parameters after one update on the same batch from the same weights."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from gymnasium import spaces
 from retro_atari_kit.integrations.sb3 import KitCnnPolicy, cnn_policy_kwargs
 from retro_atari_kit.integrations.sb3.algorithms import fast_learner_options, learner_class
 from retro_atari_kit.integrations.sb3.device_buffer import DeviceRolloutBuffer
+from retro_atari_kit.integrations.sb3.fast_a2c import FastA2C
 from retro_atari_kit.integrations.sb3.fast_ppo import FastPPO, compile_choice
-from stable_baselines3 import PPO
+from stable_baselines3 import A2C, PPO
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -39,7 +40,7 @@ def models():
     fast_env.close()
 
 
-def _same_start(sb3: PPO, fast: FastPPO) -> None:
+def _same_start(sb3, fast) -> None:
     fast.policy.load_state_dict(sb3.policy.state_dict())
     fast.policy.optimizer.load_state_dict(sb3.policy.optimizer.state_dict())
     for model in (sb3, fast):
@@ -134,6 +135,28 @@ def test_fast_rollout_collects_what_sb3_collects(models):
         np.testing.assert_allclose(getattr(mine, name).numpy(), getattr(theirs, name), rtol=1e-5, atol=1e-6)
 
 
+def test_fast_a2c_update_equals_sb3_train_on_the_same_batch():
+    sb3_env, fast_env = _venv(), _venv()
+    kwargs = dict(policy_kwargs=cnn_policy_kwargs("nature"), device="cpu", n_steps=N_STEPS, seed=0)
+    try:
+        sb3 = A2C(KitCnnPolicy, sb3_env, rollout_buffer_class=RolloutBuffer, **kwargs)
+        fast = FastA2C(KitCnnPolicy, fast_env, **kwargs)
+        assert isinstance(fast.rollout_buffer, DeviceRolloutBuffer)
+        _same_start(sb3, fast)
+        for model in (sb3, fast):
+            _fill(model.rollout_buffer, np.random.default_rng(4))
+            np.random.seed(3)
+            model.train()
+    finally:
+        sb3_env.close()
+        fast_env.close()
+    for (name, mine), theirs in zip(fast.policy.named_parameters(), sb3.policy.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6, msg=name)
+    assert fast.logger.name_to_value.keys() == sb3.logger.name_to_value.keys()
+    for key, value in sb3.logger.name_to_value.items():
+        assert fast.logger.name_to_value[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+
+
 def test_fast_ppo_saves_and_loads_as_ppo(models, tmp_path):
     _, fast = models
     path = tmp_path / "fast.zip"
@@ -152,7 +175,8 @@ def test_the_fast_learner_option():
     assert fast_learner_options("ppo", True) == {}
     assert learner_class("ppo", {"compile": "auto"}) == (FastPPO, {"compile": "auto"})
     assert learner_class("ppo", None) == (PPO, {})
-    with pytest.raises(ValueError, match="only for ppo, not dqn"):
+    assert learner_class("a2c", True) == (FastA2C, {})
+    with pytest.raises(ValueError, match=r"dqn has none \(only ppo and a2c do\)"):
         fast_learner_options("dqn", True)
     with pytest.raises(ValueError, match="compile: true|false|auto"):
         fast_learner_options("ppo", {"compile": "yes"})
