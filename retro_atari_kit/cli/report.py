@@ -191,7 +191,10 @@ def run(args: argparse.Namespace) -> int:
                 entries.append(entry)
         if entries:
             figures["sample efficiency"] = sample_efficiency_plot(
-                entries, os.path.join(args.out, "sample_efficiency.png"), seed=args.seed
+                entries,
+                os.path.join(args.out, "sample_efficiency.png"),
+                reps=min(args.reps, 1_000),
+                seed=args.seed,
             )
         md = report_markdown(command, records, tables, figures, notes, args.reps, args.out)
         md_path = os.path.join(args.out, "report.md")

@@ -8,13 +8,27 @@ the ``eval`` extra: ``pip install "retro-atari-kit[eval]"``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
 from retro_atari_kit.errors import RunError
 
 METRICS = ("IQM", "median", "mean", "optimality_gap")
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """numpy's global generator seeded with ``seed`` inside, its state restored after: rliable's stratified
+    bootstrap draws its resampling indices from it (not from the ``random_state`` it is given), so this is
+    what makes a report's intervals the same on every run."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
 
 
 def _rliable():
@@ -61,13 +75,10 @@ def aggregate_with_ci(
     def all_metrics(x: np.ndarray) -> np.ndarray:
         return np.array([funcs[name](x) for name in METRICS])
 
-    points, intervals = library.get_interval_estimates(
-        arrays,
-        all_metrics,
-        reps=reps,
-        confidence_interval_size=ci,
-        random_state=np.random.RandomState(seed),
-    )
+    with seeded(seed):
+        points, intervals = library.get_interval_estimates(
+            arrays, all_metrics, reps=reps, confidence_interval_size=ci
+        )
     return {
         k: {
             name: (float(points[k][i]), float(intervals[k][0][i]), float(intervals[k][1][i]))
@@ -87,13 +98,13 @@ def probability_of_improvement(
     x, y = _check("X", scores_x), _check("Y", scores_y)
     if x.shape[1] != y.shape[1]:
         raise RunError(f"probability of improvement needs the same games: X has {x.shape[1]}, Y {y.shape[1]}")
-    points, intervals = library.get_interval_estimates(
-        {"X,Y": (x, y)},
-        lambda a, b: np.array([m.probability_of_improvement(a, b)]),
-        reps=reps,
-        confidence_interval_size=ci,
-        random_state=np.random.RandomState(seed),
-    )
+    with seeded(seed):
+        points, intervals = library.get_interval_estimates(
+            {"X,Y": (x, y)},
+            lambda a, b: np.array([m.probability_of_improvement(a, b)]),
+            reps=reps,
+            confidence_interval_size=ci,
+        )
     return float(points["X,Y"][0]), float(intervals["X,Y"][0][0]), float(intervals["X,Y"][1][0])
 
 
@@ -105,9 +116,7 @@ def performance_profiles(
     library, _ = _rliable()
     arrays = {k: _check(k, v) for k, v in score_dict.items()}
     taus = np.asarray(taus, dtype=np.float64)
-    return library.get_interval_estimates(
-        arrays,
-        lambda x: library.score_distributions(x, taus),
-        reps=reps,
-        random_state=np.random.RandomState(seed),
-    )
+    with seeded(seed):
+        return library.get_interval_estimates(
+            arrays, lambda x: library.score_distributions(x, taus), reps=reps
+        )

@@ -90,7 +90,7 @@ def curves_by_game(runs: list[dict[str, Any]]) -> dict[str, dict[str, list[tuple
 def sample_efficiency_plot(runs: list[dict[str, Any]], out: str, reps: int = 1_000, seed: int = 0) -> str:
     """One panel per game: the trailing 100-game mean true score against agent steps, per agent (algorithm
     and network), the IQM over its runs with a 95% stratified bootstrap band (no band for one run)."""
-    from retro_atari_kit.evaluation.aggregate import _rliable
+    from retro_atari_kit.evaluation.aggregate import _rliable, seeded
 
     library, metrics = _rliable()
     plt = _pyplot()
@@ -101,13 +101,17 @@ def sample_efficiency_plot(runs: list[dict[str, Any]], out: str, reps: int = 1_0
             end = min(float(steps[-1]) for steps, _ in curves)
             grid = np.linspace(end / GRID_POINTS, end, GRID_POINTS)
             ys = np.stack([np.interp(grid, steps, y) for steps, y in curves])[:, None, :]  # (runs, 1, T)
-            points, cis = library.get_interval_estimates(
-                {agent: ys},
-                lambda x: np.array([metrics.aggregate_iqm(x[..., t]) for t in range(x.shape[-1])]),
-                reps=reps,
-                random_state=np.random.RandomState(seed),
-            )
-            (line,) = ax.plot(grid, points[agent], label=f"{agent} ({_count(len(curves), 'run')})")
+            if len(curves) > 1:
+                with seeded(seed):
+                    points, cis = library.get_interval_estimates(
+                        {agent: ys},
+                        lambda x: np.array([metrics.aggregate_iqm(x[..., t]) for t in range(x.shape[-1])]),
+                        reps=reps,
+                    )
+                curve = points[agent]
+            else:  # one run: its own curve, no interval to draw
+                curve = ys[0, 0]
+            (line,) = ax.plot(grid, curve, label=f"{agent} ({_count(len(curves), 'run')})")
             if len(curves) > 1:
                 ax.fill_between(grid, cis[agent][0], cis[agent][1], color=line.get_color(), alpha=0.2)
         ax.set_title(f"{game}: IQM over runs of the last-{WINDOW}-game mean", fontsize=10)
