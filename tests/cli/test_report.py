@@ -132,3 +132,13 @@ def test_inputs_without_records_or_runs_are_one_line(tmp_path, capsys):
     assert err.startswith("retrokit: error: no eval records or run dirs") and err.count("\n") == 1
     assert main(["report", str(tmp_path / "nope"), "--out", str(tmp_path / "r")]) == 2
     assert "nope: no such run dir, eval folder or eval record" in capsys.readouterr().err
+
+
+def test_other_json_files_are_ignored_and_a_damaged_record_is_one_line(tmp_path, capsys):
+    (tmp_path / "other.json").write_text('{"not": "a record"}')
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
+    assert "no eval records or run dirs" in capsys.readouterr().err
+    (tmp_path / "cut.json").write_text('{"kind": "retro-atari-kit eval", "scores": [1')
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp_path / 'cut.json'}: cannot read eval record" in err
