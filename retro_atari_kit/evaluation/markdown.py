@@ -93,11 +93,22 @@ def report_markdown(
                 str(r["episodes"]),
                 _f(r["mean"]),
                 _ci(r["iqm"], r["iqm_low"], r["iqm_high"], 2),
+                f"[{r['games_mean_low']:.2f}, {r['games_mean_high']:.2f}]",
                 _f(r["human_normalized"], 3),
             ]
             for r in per_game
         ]
-        header = ["agent", "protocol", "game", "runs", "games", "mean", "IQM [95% CI]", "human-normalised"]
+        header = [
+            "agent",
+            "protocol",
+            "game",
+            "runs",
+            "games",
+            "mean",
+            "IQM [95% CI]",
+            "games CI",
+            "human-normalised",
+        ]
         lines += [*_table(header, rows), ""]
     agg = tables.get("aggregates") or []
     if agg:

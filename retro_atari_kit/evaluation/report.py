@@ -28,6 +28,7 @@ class Cell:
     game: str
     runs: list[str] = field(default_factory=list)
     means: list[float] = field(default_factory=list)  # one per run: its mean evaluation score
+    scores: list[float] = field(default_factory=list)  # every evaluation game of every run
     episodes: int = 0
 
 
@@ -65,6 +66,7 @@ def cells(records: Iterable[Mapping[str, Any]], groups: Mapping[str, list[str]] 
         c = by_cell.setdefault((agent, protocol, r["game"]), Cell(agent, protocol, r["game"]))
         c.runs.append(str(r.get("run")))
         c.means.append(float(np.mean(r["scores"])))
+        c.scores += [float(x) for x in r["scores"]]
         c.episodes += len(r["scores"])
     return [by_cell[k] for k in sorted(by_cell)]
 
@@ -90,13 +92,16 @@ def matrix(cs: list[Cell], games: list[str], normalize: bool = False) -> tuple[n
 
 
 def per_game_rows(cs: list[Cell], reps: int, seed: int) -> list[dict[str, Any]]:
-    """One row per cell: runs, episodes, mean of run means, IQM over runs with its 95% CI, human-normalised
-    mean (None without a reference)."""
+    """One row per cell: runs, episodes, mean of run means, IQM over runs with its 95% CI (training-run
+    variation: needs several runs), the 95% bootstrap CI of the mean over the evaluation games of all runs
+    pooled (evaluation variation: what a single run can say), human-normalised mean (None without a
+    reference)."""
     from retro_atari_kit.evaluation.aggregate import aggregate_with_ci
 
     rows = []
     for c in cs:
         iqm = aggregate_with_ci({"x": np.asarray(c.means)[:, None]}, reps=reps, seed=seed)["x"]["IQM"]
+        games = aggregate_with_ci({"x": np.asarray(c.scores)[:, None]}, reps=reps, seed=seed)["x"]["mean"]
         mean = float(np.mean(c.means))
         rows.append(
             {
@@ -109,6 +114,8 @@ def per_game_rows(cs: list[Cell], reps: int, seed: int) -> list[dict[str, Any]]:
                 "iqm": iqm[0],
                 "iqm_low": iqm[1],
                 "iqm_high": iqm[2],
+                "games_mean_low": games[1],
+                "games_mean_high": games[2],
                 "human_normalized": human_normalized(c.game, mean),
             }
         )

@@ -82,6 +82,8 @@ def test_report_tables_equal_rliable_atarihns_and_atari5(tmp_path, capsys):
     mean = np.mean([np.mean(scores_of("a", run, "Pong")) for run in range(2)])  # 16.5
     assert (row["runs"], row["episodes"], float(row["mean"])) == ("2", "6", pytest.approx(mean))
     assert float(row["human_normalized"]) == pytest.approx(human_normalized("Pong", mean), rel=1e-5)
+    # the 6 evaluation games (15, 16, 17 and 16, 17, 18) pooled: a bootstrap CI of their mean
+    assert 15.0 <= float(row["games_mean_low"]) < mean < float(row["games_mean_high"]) <= 18.0
 
     _, aggregates = read_csv(os.path.join(out, "aggregates.csv"))
     hns = np.array(
