@@ -48,20 +48,26 @@ def performance_profile_plot(
     top = max(1.5, max(float(np.max(m)) for m in mats.values()) * 1.05)
     taus = np.linspace(min(0.0, min(float(np.min(m)) for m in mats.values())), top, 121)
     profiles, cis = performance_profiles(mats, taus, reps=reps, seed=seed)
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = plt.subplots(figsize=(9.5, 4.2))
+    # one colour per agent, one line style per protocol: "agent [protocol]" keys
+    agents = sorted({key.rsplit(" [", 1)[0] for key in mats})
+    colors = plt.get_cmap("tab10" if len(agents) <= 10 else "tab20")
+    styles = {"training": "-", "machado": "--", "nature": ":"}
     for key in mats:
-        (line,) = ax.plot(
-            taus,
-            profiles[key],
-            label=f"{key} ({_count(mats[key].shape[0], 'run')} x {_count(mats[key].shape[1], 'game')})",
+        agent, _, protocol = key.rpartition(" [")
+        agent = agent or key
+        color = colors(agents.index(agent) % colors.N)
+        label = f"{key} ({_count(mats[key].shape[0], 'run')} x {_count(mats[key].shape[1], 'game')})"
+        ax.plot(
+            taus, profiles[key], label=label, color=color, ls=styles.get(protocol.rstrip("]"), "-."), lw=1.6
         )
-        ax.fill_between(taus, cis[key][0], cis[key][1], color=line.get_color(), alpha=0.15)
+        ax.fill_between(taus, cis[key][0], cis[key][1], color=color, alpha=0.12)
     ax.axvline(1.0, color="gray", lw=0.8, ls="--")
     ax.set_xlabel(r"human-normalised score $\tau$ (1.0 = human)")
     ax.set_ylabel(r"fraction of runs with score > $\tau$")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title(title or "performance profiles (95% stratified bootstrap CIs)", fontsize=10)
     return _save(fig, out)
 
