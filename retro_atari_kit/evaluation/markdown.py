@@ -81,7 +81,9 @@ def report_markdown(
         lines += [
             "## Per game",
             "",
-            "Mean over runs of each run's mean score; IQM over runs with its 95% CI.",
+            "Raw true scores. mean: over runs of each run's mean score; IQM over runs with its 95% CI (the "
+            "variation between training runs: a point for one run); games CI: the 95% bootstrap CI of the "
+            "mean over all evaluation games (the variation between games of the same agents).",
             "",
         ]
         rows = [
