@@ -120,8 +120,12 @@ def sample_efficiency_plot(runs: list[dict[str, Any]], out: str, reps: int = 1_0
             (line,) = ax.plot(grid, curve, label=f"{agent} ({_count(len(curves), 'run')})")
             if len(curves) > 1:
                 ax.fill_between(grid, cis[agent][0], cis[agent][1], color=line.get_color(), alpha=0.2)
+        ends = [float(steps[-1]) for curves in agents.values() for steps, _ in curves]
+        log_x = max(ends) > 5 * min(ends)  # budgets far apart: a log axis keeps the short runs readable
+        if log_x:
+            ax.set_xscale("log")
         ax.set_title(f"{game}: IQM over runs of the last-{WINDOW}-game mean", fontsize=10)
-        ax.set_xlabel("agent steps")
+        ax.set_xlabel("agent steps" + (" (log scale)" if log_x else ""))
         ax.set_ylabel("true game score")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
