@@ -64,6 +64,12 @@ def add_parser(sub) -> None:
         "DIR/<run>.<protocol>.json for `retrokit report` (default: none written)",
     )
     p.add_argument(
+        "--vector",
+        action="store_true",
+        help="step each model's envs with the kit's vector backend (gym.make_vec; ALE: the native backend's "
+        "threads) instead of one loop over single envs; the first N games to end count (default: off)",
+    )
+    p.add_argument(
         "--jobs",
         type=positive_int,
         default=1,
@@ -166,6 +172,7 @@ def evaluate_target(target: str, options: dict[str, Any], progress: Any = None) 
     """Load and evaluate one target; returns its eval record (written where ``options["out"]`` says).
     ``progress``: a callable or a queue (``put``) that receives each progress line."""
     from retro_atari_kit.evaluation import evaluate_model, get_protocol
+    from retro_atari_kit.evaluation.play import evaluate_model_vector
     from retro_atari_kit.evaluation.records import make_record, write_record
 
     def say(line: str) -> None:
@@ -213,7 +220,8 @@ def evaluate_target(target: str, options: dict[str, Any], progress: Any = None) 
         prefix = f"{run}: " if options["many"] else ""
         say(f"{prefix}game {k}/{episodes}: {score:g} ({game_steps} steps)")
 
-    scores = evaluate_model(
+    play = evaluate_model_vector if options.get("vector") else evaluate_model
+    scores = play(
         model,
         env_id,
         kwargs,
@@ -222,6 +230,8 @@ def evaluate_target(target: str, options: dict[str, Any], progress: Any = None) 
         deterministic=options["deterministic"] or "epsilon" in notes,
         on_game=game_ended,
     )
+    if options.get("vector"):
+        notes["vector"] = True
     record = make_record(
         scores=scores,
         lengths=lengths,
@@ -264,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
         "deterministic": args.deterministic,
         "out": args.out,
         "many": len(args.targets) > 1,
+        "vector": args.vector,
         "command": getattr(args, "command_line", "retrokit eval"),
     }
     if args.out is not None:

@@ -170,3 +170,30 @@ def test_value_based_agents_play_epsilon_greedy_005_under_nature():
     assert set(np.unique(actions)) == set(range(6))
     again, _ = protocol_model(Constant(1, 6), "nature", "RetroKit/Pong-v0", "dqn", seed=7, n_env_actions=6)
     assert np.array_equal(again.predict(obs)[0], actions)  # seeded: the same evaluation twice
+
+
+class ObsDriven:
+    """Deterministic actions that depend on what the agent sees: equal games need equal observations."""
+
+    def predict(self, obs, state=None, episode_start=None, deterministic=False):
+        return (obs[:, -1, 30:80, :].astype(np.int64).sum(axis=(1, 2)) // 7 % 4), state
+
+
+def test_the_vector_backend_plays_the_same_games_as_the_loop():
+    from retro_atari_kit.evaluation import evaluate_model
+    from retro_atari_kit.evaluation.play import evaluate_model_vector
+
+    # the subprocess backend runs gym.make envs: the same no-op draws as the loop's, so the same games
+    kwargs = {"max_episode_steps": 400}
+    lengths: list[tuple[int, float, int]] = []
+    loop = evaluate_model(
+        ObsDriven(), "RetroKit/Breakout-v0", kwargs, episodes=4, seed=7, max_envs=2,
+        on_game=lambda k, score, steps: lengths.append((k, score, steps)),
+    )  # fmt: skip
+    seen: list[tuple[int, float, int]] = []
+    vector = evaluate_model_vector(
+        ObsDriven(), "RetroKit/Breakout-v0", kwargs, episodes=4, seed=7, num_envs=2, backend="subprocess",
+        on_game=lambda k, score, steps: seen.append((k, score, steps)),
+    )  # fmt: skip
+    assert vector == loop and seen == lengths
+    assert len({(s, n) for _, s, n in lengths}) > 1  # the actions mattered: the games differ
