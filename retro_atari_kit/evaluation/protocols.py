@@ -60,7 +60,8 @@ PROTOCOLS: dict[str, Protocol] = {
             "noop_max": 0,
             "max_episode_steps": None,
         },
-        source="Machado et al. 2018, Revisiting the Arcade Learning Environment, JAIR 61 (section 5, 7)",
+        source="Machado et al. 2018, Revisiting the Arcade Learning Environment, JAIR 61 "
+        "(its recommended settings)",
     ),
     "nature": Protocol(
         "nature",
