@@ -277,6 +277,9 @@ def run(args: argparse.Namespace) -> int:
         "vector": args.vector,
         "command": getattr(args, "command_line", "retrokit eval"),
     }
+    for target in args.targets:  # a typo in the last of several targets is said before hours of play
+        if not os.path.exists(target):
+            raise CliError(f"{target}: no such run dir or model file")
     if args.out is not None:
         with user_errors():
             check_output_dir(args.out)
