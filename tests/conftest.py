@@ -37,6 +37,7 @@ for _sig in (signal.SIGINT, signal.SIGHUP):
 TESTS = Path(__file__).resolve().parent
 SLOW_MODULES = {
     "cli/test_cli.py",
+    "cli/test_eval_protocols.py",
     "cli/test_export.py",
     "cli/test_fast_learner.py",
     "cli/test_os_errors.py",
