@@ -44,6 +44,7 @@ SLOW_MODULES = {
     "cli/test_stop_signals.py",
     "cli/test_train_faults.py",
     "integrations/rllib/test_rllib_algos.py",
+    "integrations/rllib/test_rllib_beside_a_cluster.py",
     "integrations/rllib/test_rllib_cluster.py",
     "integrations/rllib/test_rllib_faults.py",
     "integrations/sb3/test_parallel_play.py",
