@@ -50,6 +50,7 @@ SLOW_MODULES = {
     "integrations/sb3/test_parallel_play.py",
     "integrations/sb3/test_sb3_doors.py",
     "integrations/test_cleanrl_loop.py",
+    "integrations/test_cleanrl_scripts.py",
     "integrations/zoo/test_zoo.py",
     "integrations/zoo/test_zoo_doors.py",
     "integrations/zoo/test_zoo_enjoy.py",
