@@ -93,7 +93,7 @@ def _connect(config: dict[str, Any]) -> bool:
             if address:
                 ray.init(address=address, include_dashboard=False, logging_level="warning")
             else:
-                # "local": the kit's own Ray, even where another job's cluster runs on this machine (a plain
+                # "local": the kit's own Ray, even beside another job's cluster on the same host (a plain
                 # ray.init() would join that one, the last `ray start` or RAY_ADDRESS, and refuse num_cpus)
                 ray.init(
                     address="local",
