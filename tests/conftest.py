@@ -38,6 +38,7 @@ TESTS = Path(__file__).resolve().parent
 SLOW_MODULES = {
     "cli/test_cli.py",
     "cli/test_export.py",
+    "cli/test_fast_learner.py",
     "cli/test_os_errors.py",
     "cli/test_run_checks.py",
     "cli/test_stop_during_eval.py",

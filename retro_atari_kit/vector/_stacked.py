@@ -108,6 +108,7 @@ class StackedVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._stacks = np.zeros((self.num_envs, *self.single_observation_space.shape), dtype=np.uint8)
         self._autoreset = np.zeros(self.num_envs, dtype=bool)
+        self._every_env = np.ones(self.num_envs, dtype=bool)  # the mask of a key every env has
         self.closed = False
         self._in_call = threading.RLock()  # held during every call; see one_thread_at_a_time
 
@@ -117,16 +118,18 @@ class StackedVectorEnv(VectorEnv):
             np.tile(frame, (self.k, 1, 1)) if np.ndim(index) == 0 else np.tile(frame, (1, self.k, 1, 1))
         )
 
-    def _push(self, mask: np.ndarray) -> None:
+    def _push(self, mask: np.ndarray | None) -> np.ndarray:
+        """Append the driver's newest frame to the stacks in ``mask`` (None: every env); returns a copy of
+        every stack (the observation batch). Built in a fresh array and copied back: two plain copies, where
+        shifting in place makes numpy buffer the overlapping copy and a third copy returns it."""
         c = self.channels
-        if mask.all():  # the common case: shift in place (numpy buffers the overlapping copy)
-            self._stacks[:, :-c] = self._stacks[:, c:]
-            self._stacks[:, -c:] = self.driver.frames
-            return
-        stacks = self._stacks[mask]
-        stacks[:, :-c] = stacks[:, c:]
-        stacks[:, -c:] = self.driver.frames[mask]
-        self._stacks[mask] = stacks
+        out = np.empty_like(self._stacks)
+        out[:, :-c] = self._stacks[:, c:]
+        out[:, -c:] = self.driver.frames
+        if mask is not None:  # envs that did not step (reset this step) keep their stacks
+            out[~mask] = self._stacks[~mask]
+        self._stacks[...] = out
+        return out
 
     # -- gymnasium API -----------------------------------------------------------------------------
     @one_thread_at_a_time
@@ -175,7 +178,8 @@ class StackedVectorEnv(VectorEnv):
         reset_mask = self._autoreset.copy()
         step = self.driver.step(actions, reset_mask, same_step)
         rewards, terminations, truncations, env_infos, finals = step
-        stepped = ~reset_mask
+        resetting = reset_mask.nonzero()[0]
+        stepped = None if not finals and not resetting.size else ~reset_mask  # None: every env stepped
         infos: dict[str, Any] = {}
         if finals:
             c = self.channels
@@ -184,22 +188,20 @@ class StackedVectorEnv(VectorEnv):
                 infos = self._add_info(infos, {"final_obs": final_obs, "final_info": final_info}, i)
                 self._fill(i, self.driver.frames[i])
                 stepped[i] = False
-        if stepped.any():
-            self._push(stepped)
-        for i in reset_mask.nonzero()[0]:
-            self._fill(int(i), self.driver.frames[i])
+        for i in resetting.tolist():
+            self._fill(i, self.driver.frames[i])
+        observations = self._push(stepped)
         infos = self._batch_infos(infos, env_infos)
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
             self._autoreset = terminations | truncations
-        return self._stacks.copy(), rewards, terminations, truncations, infos
+        return observations, rewards, terminations, truncations, infos
 
     def _batch_infos(self, infos: dict[str, Any], env_infos: list[dict] | BatchedInfos) -> dict[str, Any]:
         """``VectorEnv._add_info`` for every env, with a fast path for scalar keys that every env has."""
         if isinstance(env_infos, BatchedInfos):
-            every_env = np.ones(self.num_envs, dtype=bool)
             for key, values in env_infos.common.items():
                 infos[key] = values
-                infos[f"_{key}"] = every_env.copy()
+                infos[f"_{key}"] = self._every_env.copy()
             for i, extra in env_infos.extra.items():
                 infos = self._add_info(infos, extra, i)
             return infos

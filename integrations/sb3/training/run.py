@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class
-from retro_atari_kit.integrations.sb3.training.callbacks import training_callbacks
+from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, learner_class
+from retro_atari_kit.integrations.sb3.training.callbacks import ThreadsByPhase, training_callbacks
 from retro_atari_kit.integrations.sb3.training.config import algo_kwargs
 from retro_atari_kit.integrations.sb3.training.models import (
     REPLAY_FILE,
@@ -103,16 +103,29 @@ def prepare_resume(run_dir: str, timesteps: int | None = None, out: Print = prin
 
 
 def _build_model(
-    config: dict[str, Any], run_dir: str, venv: Any, resume_from: str | None, out: Print, cls: type
+    config: dict[str, Any],
+    run_dir: str,
+    venv: Any,
+    resume_from: str | None,
+    out: Print,
+    cls: type,
+    extra: dict[str, Any] | None = None,
 ) -> Any:
+    """The model to train: new, or loaded from ``resume_from``; ``extra``: constructor arguments of the
+    kit's fast learner (``learner_class``)."""
     algo = config["algo"]
     if resume_from is None:
-        kwargs = algo_kwargs(config)
+        kwargs = {**algo_kwargs(config), **(extra or {})}
         policy = kwargs.pop("policy")
         return cls(policy, venv, seed=config["seed"], device=config["device"], verbose=0, **kwargs)
     # config.yaml's hyperparameters win over the checkpoint's: an edit made before --resume is honoured
     model = load_model(
-        resume_from, env=venv, device=config["device"], algo=algo, cls=cls, overrides=load_hyperparams(config)
+        resume_from,
+        env=venv,
+        device=config["device"],
+        algo=algo,
+        cls=cls,
+        overrides={**load_hyperparams(config), **(extra or {})},
     )
     replay = os.path.join(run_dir, CHECKPOINT_DIR, REPLAY_FILE)
     if algo in OFF_POLICY and os.path.exists(replay):
@@ -163,21 +176,26 @@ def _train_locked(
     from retro_atari_kit.integrations.sb3.parallel_play import active_play_options, play_class_and_env
 
     play, monitor = active_play_options(config, out), monitor_dir(run_dir, segment)  # None: synchronous
-    # the kit's one thread rule: the env workers (or the play process) keep their cores
-    learner_threads(1 if play else int(config["n_envs"]))
+    # the kit's one thread rule: the play process keeps its core; synchronous envs get theirs while they
+    # step and give them back to the update (ThreadsByPhase, set per phase once training starts)
+    threads = None if play else ThreadsByPhase(int(config["n_envs"]), synchronous=True, say=out)
+    if play:
+        learner_threads(1)
+    # `fast_learner` in the preset -> the kit's learner (integrations/sb3/fast_ppo.py), a subclass of SB3's
+    base, extra = learner_class(config["algo"], config["hyperparams"].get("fast_learner"))
     cls, venv = (
-        play_class_and_env(algo_class(config["algo"]), play, config, monitor, seed)
+        play_class_and_env(base, play, config, monitor, seed)
         if play
-        else (algo_class(config["algo"]), make_train_env(config, monitor, seed=seed))
+        else (base, make_train_env(config, monitor, seed=seed))
     )
     try:
-        model = _build_model(config, run_dir, venv, resume_from, out, cls)
+        model = _build_model(config, run_dir, venv, resume_from, out, cls, extra)
         stop.raise_if_requested("interrupted before training started")
         model.set_logger(make_logger(run_dir, segment))
         out(precision_of(model))
         remaining = config["timesteps"] - int(model.num_timesteps)
         log_interval = {"ppo": 1, "a2c": 100}.get(config["algo"], 4)
-        callbacks = training_callbacks(config, run_dir, stop)
+        callbacks = training_callbacks(config, run_dir, stop, threads)
         died: ChildDiedError | None = None
         try:
             if remaining > 0:
