@@ -91,9 +91,10 @@ def make_vector_env(
     """Build ``num_envs`` copies of the ``game`` stack as one gymnasium ``VectorEnv``.
 
     ``kwargs`` are the per-env kwargs of ``gym.make`` (``noop_max``, ``frame_stack``, ...). ``backend``
-    picks the implementation (see the module docstring); ``vectorization_mode`` is accepted as an alias
-    of ``backend`` for the kit's own backends. ``autoreset_mode`` is gymnasium's (``NEXT_STEP`` default,
-    ``SAME_STEP`` or ``DISABLED``, with gymnasium's info layout; see :class:`StackedVectorEnv`).
+    picks the implementation (see the module docstring); ``vectorization_mode`` is ``gym.make_vec``'s own
+    argument, never a backend (gymnasium refuses any value but its own). ``autoreset_mode`` is
+    gymnasium's (``NEXT_STEP`` default, ``SAME_STEP`` or ``DISABLED``, with gymnasium's info layout; see
+    :class:`StackedVectorEnv`).
     ``start_method`` (``"forkserver"`` default, ``"spawn"``, ``"fork"``) applies to the worker processes.
     ``shards`` (native backend only) splits the envs over that many worker processes (``1``: all in this
     process; default: :func:`~retro_atari_kit.vector.native_shards.default_shards`, on 8 cores or more one
@@ -106,8 +107,11 @@ def make_vector_env(
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
-    if "vectorization_mode" in kwargs:
-        backend = kwargs.pop("vectorization_mode")
+    if "vectorization_mode" in kwargs:  # only a direct call gets here: gym.make_vec consumes it
+        raise ValueError(
+            f"vectorization_mode={kwargs['vectorization_mode']!r} is gym.make_vec's argument, not a backend: "
+            f"choose the kit's backend with backend= (one of {', '.join(BACKENDS)})"
+        )
     try:
         autoreset_mode = AutoresetMode(autoreset_mode)
     except ValueError:

@@ -8,7 +8,11 @@ env and step has to cross a process boundary.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol
+import contextlib
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -18,6 +22,20 @@ from gymnasium.vector.utils import batch_space
 from retro_atari_kit.envs._validate import check_actions, check_seeds
 
 Seeds = list[int | None]
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def one_thread_at_a_time(method: _Method) -> _Method:
+    """``method`` of a :class:`StackedVectorEnv` refused, before anything changes, while another thread is
+    inside a call on the same env (two threads on one set of workers' pipes would wait on each other's
+    answers for ever); the same thread may nest calls."""
+
+    @functools.wraps(method)
+    def guarded(self: StackedVectorEnv, *args: Any, **kwargs: Any) -> Any:
+        with self._one_thread(method.__name__):
+            return method(self, *args, **kwargs)
+
+    return guarded  # type: ignore[return-value]
 
 
 class BatchedInfos(NamedTuple):
@@ -92,6 +110,7 @@ class StackedVectorEnv(VectorEnv):
         self._autoreset = np.zeros(self.num_envs, dtype=bool)
         self._every_env = np.ones(self.num_envs, dtype=bool)  # the mask of a key every env has
         self.closed = False
+        self._in_call = threading.RLock()  # held during every call; see one_thread_at_a_time
 
     # -- stacking ----------------------------------------------------------------------------------
     def _fill(self, index: int | np.ndarray, frame: np.ndarray) -> None:
@@ -113,6 +132,7 @@ class StackedVectorEnv(VectorEnv):
         return out
 
     # -- gymnasium API -----------------------------------------------------------------------------
+    @one_thread_at_a_time
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
         """Reset every env, or only those in ``options["reset_mask"]`` (a bool array of shape ``(N,)``).
 
@@ -149,6 +169,7 @@ class StackedVectorEnv(VectorEnv):
             raise ValueError("options['reset_mask'] selects no env: set at least one True, or skip the reset")
         return mask
 
+    @one_thread_at_a_time
     def step(self, actions):
         self._check_open()
         # checked here, before any env steps or any worker hears of it: a refused action changes nothing
@@ -200,6 +221,7 @@ class StackedVectorEnv(VectorEnv):
                 infos = self._add_info(infos, rest, i)
         return infos
 
+    @one_thread_at_a_time
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call ``name`` on every per-env stack (or read it, if it is not callable)."""
         self._check_open()
@@ -208,6 +230,7 @@ class StackedVectorEnv(VectorEnv):
     def get_attr(self, name: str) -> tuple[Any, ...]:
         return self.call(name)
 
+    @one_thread_at_a_time
     def set_attr(self, name: str, values: Any) -> None:
         self._check_open()
         if not isinstance(values, (list, tuple)):
@@ -222,12 +245,44 @@ class StackedVectorEnv(VectorEnv):
     def close_extras(self, **kwargs: Any) -> None:
         self.driver.close()
 
+    @one_thread_at_a_time
     def close(self, **kwargs: Any) -> None:
         """Shut the backend down (workers terminated and joined). Safe to call more than once."""
         if self.closed:
             return
         self.closed = True
         self.close_extras(**kwargs)
+
+    @contextlib.contextmanager
+    def _one_thread(self, what: str) -> Iterator[None]:
+        lock = getattr(self, "_in_call", None)
+        if lock is None:  # __init__ did not finish (close() from __del__)
+            yield
+            return
+        if not lock.acquire(blocking=False):
+            raise RuntimeError(
+                f"{self!r}.{what}() refused: another thread is in a call on this vector env; one vector env "
+                "serves one thread at a time: give each thread its own env, or guard every call with one "
+                "threading.Lock"
+            )
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # copy.copy, copy.deepcopy and pickle all come here: refused before anything is touched, as the
+        # copy would share (shallow) or fail half-way through duplicating (deep) the workers and emulators
+        raise TypeError(
+            f"{self!r} cannot be copied or pickled: it owns running emulators (threads, worker processes, "
+            "shared memory); make another with gym.make_vec(env_id, num_envs=...)"
+        )
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        self.__reduce_ex__(4)
+
+    def __copy__(self) -> Any:
+        self.__reduce_ex__(4)
 
     def _check_open(self) -> None:
         if self.closed:

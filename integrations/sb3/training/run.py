@@ -25,6 +25,7 @@ from retro_atari_kit.integrations.sb3.training.models import (
 )
 from retro_atari_kit.integrations.sb3.training.rules import RULES, load_hyperparams
 
+from retro_atari_kit.processes import ChildDiedError
 from retro_atari_kit.runs import (
     CHECKPOINT_DIR,
     RunError,
@@ -151,6 +152,15 @@ def train(
         return _train_locked(config, run_dir, resume_from, segment, stop, out)
 
 
+def _cause(exc: ChildDiedError) -> str:
+    """The died error's line naming the env and the cause, without the vector env's own advice ("make a new
+    one"): the run says what to do instead."""
+    lines = str(exc).strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__).removesuffix(
+        "; the vector env is closed, make a new one"
+    )
+
+
 def _note(note: str | None, out: Print) -> None:
     if note:
         out(note)
@@ -163,11 +173,7 @@ def _train_locked(
 
     seed = segment_seed(config["seed"], segment)  # fresh env randomness after a resume, same config
     # `parallel_play` in the preset -> envs in a play process (integrations/sb3/parallel_play)
-    from retro_atari_kit.integrations.sb3.parallel_play import (
-        PlayerDiedError,
-        active_play_options,
-        play_class_and_env,
-    )
+    from retro_atari_kit.integrations.sb3.parallel_play import active_play_options, play_class_and_env
 
     play, monitor = active_play_options(config, out), monitor_dir(run_dir, segment)  # None: synchronous
     # the kit's one thread rule: the play process keeps its core; synchronous envs get theirs while they
@@ -190,6 +196,7 @@ def _train_locked(
         remaining = config["timesteps"] - int(model.num_timesteps)
         log_interval = {"ppo": 1, "a2c": 100}.get(config["algo"], 4)
         callbacks = training_callbacks(config, run_dir, stop, threads)
+        died: ChildDiedError | None = None
         try:
             if remaining > 0:
                 model.learn(
@@ -198,21 +205,23 @@ def _train_locked(
                     reset_num_timesteps=False,
                     log_interval=log_interval,
                 )
-        except PlayerDiedError as exc:  # dead play process -> checkpoint, then one line naming it
+        except ChildDiedError as exc:  # an env worker or the play process died: saved as a stop is, below
             for callback in callbacks:
                 callback.on_training_end()  # closes the progress bar, so the error is a line of its own
-            path = save_checkpoint(model, run_dir, True)
-            raise RunError(
-                f"{exc}; checkpoint {path}; resume with: retrokit train --resume {run_dir}"
-            ) from None
+            died = exc
         finally:
             model.logger.close()  # flush log.txt / progress csv / tensorboard before merging
         steps = int(model.num_timesteps)
-        if stop.requested:  # the signal handler stays ours until the save is done: a second one waits
+        if stop.requested or died is not None:  # the handler stays ours until the save is done
             path = save_checkpoint(
                 model, run_dir, config["save_replay_buffer"] or config["algo"] in OFF_POLICY
             )
             _note(merge_progress(run_dir), out)
+            if died is not None:
+                raise RunError(
+                    f"{_cause(died)}; training stopped at {steps} steps, checkpoint {path}; resume with: "
+                    f"retrokit train --resume {run_dir}"
+                ) from None
             for line in stopped_lines(run_dir, steps, path):
                 out(line)
             return {"steps": steps, "interrupted": True, "model": path}
