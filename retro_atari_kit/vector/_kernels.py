@@ -2,7 +2,7 @@
 
 What a vector step does for every env besides emulation is small (a few bytes of rules, one frame copied
 into a stack), but done as dozens of numpy calls on ``(N,)`` arrays it held the GIL for most of the calling
-thread's time (docs/performance.md, issue 46's profile). Each kernel here does its whole batch in one
+thread's time (docs/performance.md has the profile). Each kernel here does its whole batch in one
 ``nogil`` call, so the calling thread holds the GIL only to dispatch it:
 
 - :func:`finish_steps`: the native backend's rules for the envs that stepped, in the stack's order: the

@@ -8,10 +8,9 @@ env and step has to cross a process boundary.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 import gymnasium as gym
@@ -32,8 +31,19 @@ def one_thread_at_a_time(method: _Method) -> _Method:
 
     @functools.wraps(method)
     def guarded(self: StackedVectorEnv, *args: Any, **kwargs: Any) -> Any:
-        with self._one_thread(method.__name__):
+        lock = self.__dict__.get("_in_call")
+        if lock is None:  # __init__ did not finish (close() from __del__)
             return method(self, *args, **kwargs)
+        if not lock.acquire(blocking=False):
+            raise RuntimeError(
+                f"{self!r}.{method.__name__}() refused: another thread is in a call on this vector env; one "
+                "vector env serves one thread at a time: give each thread its own env, or guard every call "
+                "with one threading.Lock"
+            )
+        try:  # plain try/finally, not a context manager: this runs on every step
+            return method(self, *args, **kwargs)
+        finally:
+            lock.release()
 
     return guarded  # type: ignore[return-value]
 
@@ -252,23 +262,6 @@ class StackedVectorEnv(VectorEnv):
             return
         self.closed = True
         self.close_extras(**kwargs)
-
-    @contextlib.contextmanager
-    def _one_thread(self, what: str) -> Iterator[None]:
-        lock = getattr(self, "_in_call", None)
-        if lock is None:  # __init__ did not finish (close() from __del__)
-            yield
-            return
-        if not lock.acquire(blocking=False):
-            raise RuntimeError(
-                f"{self!r}.{what}() refused: another thread is in a call on this vector env; one vector env "
-                "serves one thread at a time: give each thread its own env, or guard every call with one "
-                "threading.Lock"
-            )
-        try:
-            yield
-        finally:
-            lock.release()
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         # copy.copy, copy.deepcopy and pickle all come here: refused before anything is touched, as the

@@ -22,8 +22,9 @@ How: ``send`` hands each env's action to its C++ emulator at once (so all of the
 queues a task on the warp thread that owns the env; the task receives that env's step (or runs its reset
 rules), warps its frame and puts the env on a ready queue, which ``recv`` reads. ``reset`` and ``step`` may
 only be called when no env is in flight (every ``send`` answered by ``recv``), and ``send`` only to envs that
-are not in flight; both are checked and refused in one line. One process only: ``batch_size`` does not
-combine with ``shards`` > 1.
+are not in flight; both are checked and refused in one line. As for ``step``, a call while another thread is
+inside one on the same env is refused (``send`` and ``recv`` from one thread, or behind one lock). One
+process only: ``batch_size`` does not combine with ``shards`` > 1.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from retro_atari_kit.envs._validate import check_actions
-from retro_atari_kit.vector._stacked import StackedVectorEnv
+from retro_atari_kit.vector._stacked import StackedVectorEnv, one_thread_at_a_time
 from retro_atari_kit.vector.native_ale import _PADDLE, NativeDriver, _extra
 from retro_atari_kit.wrappers.warp_frame import warp_into
 
@@ -160,6 +161,7 @@ class AsyncNativeVectorEnv(StackedVectorEnv):
         self._check_idle("step")
         return super().step(actions)
 
+    @one_thread_at_a_time
     def async_reset(self, seed: int | list[int | None] | None = None) -> None:
         """Reset every env (seeds as ``reset``); the next ``recv()`` calls return their first observations."""
         self._check_idle("async_reset")
@@ -171,6 +173,7 @@ class AsyncNativeVectorEnv(StackedVectorEnv):
             driver._ready.put(i)
         self._in_flight[:] = True
 
+    @one_thread_at_a_time
     def send(self, actions: Any, env_ids: Any = None) -> None:
         """Start one step of each env in ``env_ids`` (None: every env), ``actions[k]`` for ``env_ids[k]``."""
         self._check_open()
@@ -187,6 +190,7 @@ class AsyncNativeVectorEnv(StackedVectorEnv):
         self._in_flight[ids] = True
         self.driver.send(env_list, values, self._autoreset[ids].tolist())
 
+    @one_thread_at_a_time
     def recv(self):
         """``(obs, rewards, terminations, truncations, info)`` of the first ``batch_size`` envs to finish;
         ``info["env_id"]`` names them."""
