@@ -1,19 +1,23 @@
-"""The GPU suite: on a CUDA machine, one command runs the CUDA-only tests and the GPU benchmarks (< 8 min).
+"""The GPU suite: on a CUDA machine, one command runs the CUDA-only tests and the GPU benchmarks (< 10 min).
 
 Sections, each with its own time budget (repeats alternate the contenders until the budget is spent, at
 least one; the median is reported), all in one run so the ratios are side by side:
 
 1. **tests**: ``pytest tests/gpu/test_cuda.py`` (every model, SB3 policy and preset on ``cuda``, bf16
    autocast, the compact replay's pinned / non-blocking copies against the CPU path).
-2. **env**: env steps/s on Pong with random actions at 8 / 16 / 32 envs: the kit (``gym.make_vec``, backend
-   auto; its native backend in one process, ``shards=1``; and that with ``cv2.resize`` instead of the exact
-   resize kernel), SB3
-   ``SubprocVecEnv(make_atari_env)`` + ``VecFrameStack``, EnvPool (if installed) and raw ale-py
-   ``AtariVectorEnv`` (no kit semantics: the ceiling), with the functions of ``vec_throughput.py``.
+2. **env**: env steps/s on Pong with random actions at 8 / 16 / 32 / 64 envs: the kit (``gym.make_vec``,
+   backend auto; its native backend in one process, ``shards=1``; that with EnvPool's async API, batches of
+   N/2; and that with ``cv2.resize`` instead of the exact resize kernel), SB3
+   ``SubprocVecEnv(make_atari_env)`` + ``VecFrameStack``, EnvPool (if installed; also its async API,
+   batches of N/2) and raw ale-py ``AtariVectorEnv`` (no kit semantics: the ceiling), with the functions of
+   ``vec_throughput.py``.
 3. **ppo**: PPO training steps/s at the ``gpu`` preset (32 envs x 128 steps, batch 1024), Nature and Impala:
    plain SB3 (``SubprocVecEnv``, SB3's ``CnnPolicy`` and buffer), the kit, and the kit with the CNN under
    bf16 autocast where the GPU has native bf16 (functions of ``ppo_throughput.py``).
-4. **dqn**: DQN training steps/s on Pong, 1 env, after a random prefill: plain SB3, the kit's synchronous
+4. **ppo-fast**: the kit's ``FastPPO`` learner (preset ``gpu-fast``: rollout, GAE and minibatches on the
+   device) against plain SB3 and the kit's ``gpu`` preset on SB3's ``PPO``, Nature and Impala, with and
+   without ``torch.compile`` of the CNN (the compiled row on CUDA only).
+5. **dqn**: DQN training steps/s on Pong, 1 env, after a random prefill: plain SB3, the kit's synchronous
    ``pong-dqn``, ``pong-dqn-fast`` without and with its play process (``dqn_fast_throughput.py``).
 
 The report (device, torch / CUDA versions, cores, then one markdown table per section) goes to stdout and
@@ -73,6 +77,8 @@ class Plan:
     ppo_rollouts: int = 2
     ppo_warmup: int = 1
     ppo_budget: float = 120.0
+    ppo_fast_budget: float = 100.0
+    ppo_fast_compile: bool = True  # the torch.compile contender of the ppo-fast section
     dqn_learning_starts: int = 1000
     dqn_steps: int = 800
     dqn_overrides: dict = field(default_factory=dict)
@@ -80,13 +86,13 @@ class Plan:
     max_repeats: int = 3
 
 
-# 150 + 90 + 120 + 75 s of sections, the rest for start-up, model building and the last measurement of a
-# section that overruns its budget; the suite stops starting work at total_budget
+# 150 + 90 + 120 + 100 + 75 s of sections, the rest for start-up, model building and the last measurement
+# of a section that overruns its budget; the suite stops starting work at total_budget
 GPU_PLAN = Plan(
     device="cuda",
-    total_budget=450.0,
+    total_budget=540.0,
     test_budget=150.0,
-    env_sizes=(8, 16, 32),
+    env_sizes=(8, 16, 32, 64),
     env_vector_steps=400,
     env_warmup=50,
     env_budget=90.0,
@@ -105,6 +111,8 @@ SMOKE_PLAN = Plan(
     ppo_rollouts=1,
     ppo_warmup=0,
     ppo_budget=1.0,
+    ppo_fast_budget=1.0,
+    ppo_fast_compile=False,  # compiling on a CPU takes minutes; "auto" is off there anyway
     dqn_learning_starts=16,
     dqn_steps=8,
     dqn_overrides={"buffer_size": 1000},
@@ -281,6 +289,7 @@ def env_contenders() -> dict[str, Callable]:
     out = {
         "kit gym.make_vec (auto)": vec_bench.kit("auto"),
         "kit native, one process": vec_bench.kit("native", shards=1),
+        "kit native, async (B = N/2)": vec_bench.kit_async,
         "kit native, cv2.resize": vec_bench.kit_cv2_resize,
         "SB3 SubprocVecEnv+VecFrameStack": vec_bench.sb3_atari("subproc"),
         "ale-py AtariVectorEnv (raw, ceiling)": vec_bench.raw_ale,
@@ -289,6 +298,7 @@ def env_contenders() -> dict[str, Callable]:
         import envpool  # noqa: F401
 
         out["EnvPool"] = vec_bench.envpool_pong
+        out["EnvPool, async (B = N/2)"] = vec_bench.envpool_async
     except ImportError:
         pass
     return out
@@ -314,6 +324,7 @@ def run_env(report: Report, plan: Plan, clock: Clock) -> None:
     kit = "kit gym.make_vec (auto)"
     others = (
         "kit native, one process",
+        "kit native, async (B = N/2)",
         "kit native, cv2.resize",
         "SB3 SubprocVecEnv+VecFrameStack",
         "EnvPool",
@@ -385,7 +396,54 @@ def run_ppo(report: Report, plan: Plan, clock: Clock) -> None:
     cells.report_errors(report, "PPO")
 
 
-# -- 4. DQN ---------------------------------------------------------------------------------------------
+# -- 4. FastPPO ---------------------------------------------------------------------------------------
+def ppo_fast_contenders(plan: Plan) -> dict[str, Callable[[str], object]]:
+    over, dev = plan.ppo_overrides, plan.device
+    out: dict[str, Callable[[str], object]] = {
+        "sb3": lambda net: ppo_bench.make_sb3(net, "gpu", dev, plan.ppo_sb3_vec_env, over),
+        "kit gpu": lambda net: ppo_bench.make_kit(net, "gpu", dev, over),
+        "fast": lambda net: ppo_bench.make_fast(net, "gpu-fast", dev, over, compile=False),
+    }
+    if plan.ppo_fast_compile:
+        out["fast+compile"] = lambda net: ppo_bench.make_fast(net, "gpu-fast", dev, over, compile=True)
+    return out
+
+
+def run_ppo_fast(report: Report, plan: Plan, clock: Clock) -> None:
+    from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset
+
+    contenders, networks, cells = ppo_fast_contenders(plan), ("nature", "impala"), Cells()
+
+    def one_round(_: int) -> None:
+        for net in networks:
+            for name, make in contenders.items():
+                cells.measure((name, net), lambda make=make, net=net: _ppo_steps_per_second(make, net, plan))
+
+    rounds = clock.repeats(plan.ppo_fast_budget, plan.max_repeats, one_round)
+    hp = apply_overrides(get_preset("ppo", "gpu-fast"), plan.ppo_overrides)
+    report.add(
+        f"## PPO, FastPPO `gpu-fast` against plain SB3 ({hp['n_envs']} envs x {hp['n_steps']} steps, batch "
+        f"{hp['batch_size']}, {hp['n_epochs']} epoch(s)) on {plan.device}: training steps/s (median of "
+        f"{rounds}; {plan.ppo_rollouts} rollout(s) after {plan.ppo_warmup} warm-up)",
+        "",
+    )
+    others = [c for c in contenders if c != "sb3"]
+    rows = []
+    for net in networks:
+        med = {c: cells.median((c, net)) for c in contenders}
+        rows.append([net, *(_num(med[c]) for c in contenders), *(_ratio(med[c], med["sb3"]) for c in others)])
+    report.table(["network", *contenders, *(f"{c} / sb3" for c in others)], rows)
+    report.add(
+        "`sb3`: as in the PPO section; `kit gpu`: SB3's `PPO` with the kit's `gpu` preset; `fast`: the kit's "
+        "`FastPPO` (`retrokit train ppo ... --preset gpu-fast`, docs/sb3.md) with `fast_learner.compile` "
+        "false; `fast+compile`: the same with the CNN under `torch.compile` (CUDA only; compiled in the "
+        "warm-up rollout).",
+        "",
+    )
+    cells.report_errors(report, "FastPPO")
+
+
+# -- 5. DQN ---------------------------------------------------------------------------------------------
 def dqn_contenders(plan: Plan) -> dict[str, Callable]:
     dev, over = plan.device, plan.dqn_overrides
     return {
@@ -430,7 +488,7 @@ def run_dqn(report: Report, plan: Plan, clock: Clock, threads: int) -> None:
     cells.report_errors(report, "DQN")
 
 
-SECTIONS = ("tests", "env", "ppo", "dqn")
+SECTIONS = ("tests", "env", "ppo", "ppo-fast", "dqn")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -455,6 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         "tests": lambda: run_tests(report, plan, clock),
         "env": lambda: run_env(report, plan, clock),
         "ppo": lambda: run_ppo(report, plan, clock),
+        "ppo-fast": lambda: run_ppo_fast(report, plan, clock),
         "dqn": lambda: run_dqn(report, plan, clock, threads),
     }
     for name in args.only:

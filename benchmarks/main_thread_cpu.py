@@ -12,6 +12,7 @@ never in CI::
     python benchmarks/main_thread_cpu.py --sizes 4 8 --retro   # with the stable-retro path
     python benchmarks/main_thread_cpu.py --sizes 8 --floor     # with what the native backend cannot avoid
     python benchmarks/main_thread_cpu.py --sizes 16 --warp-threads 2 8 --only native  # other warp threads
+    python benchmarks/main_thread_cpu.py --sizes 4 8 --async    # with the async send/recv APIs
     python benchmarks/main_thread_cpu.py --sizes 2 4 8 --only retro --retro Pong-Atari2600 \
         Airstriker-Genesis --retro-before d15e063              # the retro path against an older commit's
 
@@ -44,6 +45,7 @@ from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
+import vec_throughput  # the async runner, shared with gpu_suite.py (this folder is on sys.path)
 
 
 def kit_native(n: int):
@@ -303,6 +305,12 @@ def main() -> None:
         metavar="S",
         help="also the native backend over S worker processes (its default: one per core, >= 2 envs each)",
     )
+    parser.add_argument(
+        "--async",
+        dest="async_api",
+        action="store_true",
+        help="also the kit's and EnvPool's async send/recv APIs, batches of N // 2 (two batches per step)",
+    )
     parser.add_argument("--only", nargs="+", help="contenders whose name contains one of these words")
     args = parser.parse_args()
     before = load_subprocess_module_at(args.retro_before) if args.retro_before else None
@@ -316,6 +324,8 @@ def main() -> None:
         contenders[f"kit native, {shards} shards"] = kit_native_shards(shards)
     for threads in args.warp_threads or []:
         contenders[f"kit native, {threads} warp threads"] = kit_native_warp_threads(threads)
+    if args.async_api:
+        contenders["kit native, async"] = vec_throughput.kit_async
     if args.floor:
         contenders["floor: RGB frames"] = kit_floor_frames
         contenders["floor: RGB frames + warp"] = kit_floor_warped
@@ -324,6 +334,8 @@ def main() -> None:
         import envpool  # noqa: F401
 
         contenders["EnvPool"] = envpool_pong
+        if args.async_api:
+            contenders["EnvPool, async"] = vec_throughput.envpool_async
     except ImportError:
         print("EnvPool not installed: skipped (pip install envpool)")
     if args.retro is not None:

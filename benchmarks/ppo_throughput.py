@@ -8,8 +8,10 @@ Contenders (Pong, RL Zoo Atari PPO hyperparameters: 8 envs x 128 steps, 4 epochs
   from the kit's preset.
 - ``kit``: ``make_vec_env("RetroKit/Pong-v0", n_envs=8)`` (the kit's fastest backend) + the kit's extractor
   (channels-last) + ``get_preset("ppo")`` (``KitCnnPolicy``, float32).
-- ``kit-bf16``: the same with ``get_preset("ppo", "bf16")`` (the CNN under bf16 autocast; only where the CPU
-  has native bf16, otherwise this contender is skipped).
+- ``kit-fast``: the kit's ``FastPPO`` learner (device-resident rollout, GAE on the device; ``make_fast``)
+  at the same numbers (``--set fast_learner=true``), no ``torch.compile``.
+- ``kit-bf16``: the same as ``kit`` with ``get_preset("ppo", "bf16")`` (the CNN under bf16 autocast; only
+  where the CPU has native bf16, otherwise this contender is skipped).
 
 Each measurement is ``model.learn()`` over ``--rollouts`` rollouts after one warm-up rollout, wall time
 including env stepping and the PPO updates; contenders alternate, the median of ``--repeats`` is reported.
@@ -95,6 +97,27 @@ def make_kit(network: str, preset_name: str = "default", device: str = "cpu", ov
     return PPO(env=venv, device=device, seed=0, **to_sb3_kwargs(preset, network=network))
 
 
+def make_fast(
+    network: str,
+    preset_name: str = "gpu-fast",
+    device: str = "cpu",
+    overrides: dict | None = None,
+    compile: bool | str | None = None,  # noqa: A002 - FastPPO's word
+):
+    """The kit's FastPPO (``fast_learner`` of the preset ``preset_name``) on ``make_vec_env``; ``compile``
+    replaces the preset's ``fast_learner.compile`` when given."""
+    from retro_atari_kit.integrations.sb3 import make_vec_env
+    from retro_atari_kit.integrations.sb3.algorithms import learner_class
+    from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset, to_sb3_kwargs
+
+    preset = apply_overrides(get_preset("ppo", preset_name), overrides or {})
+    cls, extra = learner_class("ppo", preset.get("fast_learner") or True)
+    if compile is not None:
+        extra = {**extra, "compile": compile}
+    venv = make_vec_env("RetroKit/Pong-v0", n_envs=preset["n_envs"], seed=0)
+    return cls(env=venv, device=device, seed=0, **extra, **to_sb3_kwargs(preset, network=network))
+
+
 def measure(model, rollouts: int, warmup: int) -> float:
     per_rollout = model.n_steps * model.n_envs
     if warmup:
@@ -114,7 +137,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, network {args.network}")
     from retro_atari_kit.integrations.sb3 import native_bf16
 
-    makers = {"sb3": make_sb3, "kit": make_kit}
+    makers = {"sb3": make_sb3, "kit": make_kit, "kit-fast": lambda network: make_fast(network, "default")}
     if native_bf16("cpu"):
         makers["kit-bf16"] = lambda network: make_kit(network, "bf16")
     results: dict[str, list[float]] = {name: [] for name in makers}

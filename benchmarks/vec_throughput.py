@@ -125,6 +125,47 @@ def envpool_pong(n: int) -> _Runner:
     return _Runner(venv, "gym", venv.action_space.n)
 
 
+class AsyncRunner:
+    """An EnvPool-style async env (``async_reset`` / ``recv`` / ``send``, batches of ``N // 2``) behind the
+    calls the measurements make: each ``step`` takes two batches, so N env steps as a synchronous step, and
+    the actions of one batch are sent while the other batch emulates."""
+
+    def __init__(self, env):
+        self.env = env
+        # EnvPool's action_space is one env's
+        self.single_action_space = getattr(env, "single_action_space", None) or env.action_space
+        self.n_actions = self.single_action_space.n
+
+    def reset(self, seed: int = 0) -> None:
+        try:
+            self.env.async_reset(seed=seed)
+        except TypeError:  # EnvPool takes its seed at creation
+            self.env.async_reset()
+
+    def step(self, actions: np.ndarray) -> None:
+        for _ in range(2):
+            *_, info = self.env.recv()
+            ids = info["env_id"]
+            self.env.send(actions[ids], ids)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def kit_async(n: int) -> AsyncRunner:
+    """The kit's native backend in this process with EnvPool's async API (``batch_size=N // 2``)."""
+    import retro_atari_kit  # noqa: F401
+
+    return AsyncRunner(gym.make_vec("RetroKit/Pong-v0", num_envs=n, batch_size=max(1, n // 2)))
+
+
+def envpool_async(n: int) -> AsyncRunner:
+    """EnvPool's own async API, batches of N // 2."""
+    import envpool
+
+    return AsyncRunner(envpool.make_gymnasium("Pong-v5", num_envs=n, batch_size=max(1, n // 2), seed=0))
+
+
 # -- retro contenders ----------------------------------------------------------------------------------
 class _StickyFrameSkip(gym.Wrapper):
     """Repeat each action 4 times; on the first frame keep the previous action with probability 0.25."""

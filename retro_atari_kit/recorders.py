@@ -12,6 +12,11 @@ true score, in ``info[its stats key]`` and in its own statistics (``return_queue
 and nothing at a life loss. This module does that for gymnasium's ``RecordEpisodeStatistics`` (single and
 vector), at ``import retro_atari_kit``; the SB3 integration does the same for SB3's ``Monitor`` and
 ``VecMonitor`` when SB3 is loaded. Around any other env the recorders behave exactly as gymnasium wrote them.
+
+Videos are of games too: gymnasium's ``RecordVideo`` counts a ``reset()`` as a new episode, and a kit env
+ending a training episode at a life loss continues the same game on the next ``reset()``. Around a kit env,
+such a reset is not counted and the clip goes on, so ``episode_trigger`` and ``video_length=inf`` (gymnasium's
+defaults) see whole games, with every life, as stock CleanRL records them.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.wrappers import RecordEpisodeStatistics
+from gymnasium.wrappers import RecordEpisodeStatistics, RecordVideo
 from gymnasium.wrappers.vector import RecordEpisodeStatistics as VectorRecordEpisodeStatistics
 
 from retro_atari_kit.wrappers.true_score import reports_true_scores
@@ -29,6 +34,8 @@ from retro_atari_kit.wrappers.true_score import reports_true_scores
 KIT_ID_PREFIX = "RetroKit/"
 # per recorder instance: does it wrap a kit env (decided at its first step, or at construction)
 KIT_MODE_ATTR = "_retrokit_true_scores"
+# per RecordVideo instance: its last step lost a life, so the kit's next reset continues the same game
+CONTINUES_ATTR = "_retrokit_game_continues"
 
 
 def vector_reports_true_scores(venv: Any) -> bool:
@@ -114,9 +121,47 @@ def _vector_step(original):
     return step
 
 
+def _video_step(original):
+    @functools.wraps(original)
+    def step(self, action):
+        result = original(self, action)
+        if wraps_kit_env(self, reports_true_scores):
+            _, _, terminated, truncated, info = result
+            # the kit's episodic-life rule: an end without the game's record is a life lost, not a game over
+            self.__dict__[CONTINUES_ATTR] = bool(terminated) and not truncated and "episode" not in info
+        return result
+
+    step._retrokit = True
+    return step
+
+
+def _video_reset(original):
+    @functools.wraps(original)
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        continues = self.__dict__.pop(CONTINUES_ATTR, False) and seed is None
+        if not (continues and wraps_kit_env(self, reports_true_scores)):
+            return original(self, seed=seed, options=options)
+        # the same game goes on: not a new episode for the trigger, and the clip keeps recording it
+        obs, info = self.env.reset(seed=seed, options=options)
+        if self.recording:
+            self._capture_frame()
+            if len(self.recorded_frames) > self.video_length:
+                self.stop_recording()
+        return obs, info
+
+    reset._retrokit = True
+    return reset
+
+
 def adapt_gymnasium_recorders() -> None:
     """Make gymnasium's ``RecordEpisodeStatistics`` (single and vector) pass a kit env's true-score record
-    on (see the module docstring). Idempotent; other envs are unaffected."""
+    on, and its ``RecordVideo`` count a kit env's games, not its lives (see the module docstring).
+    Idempotent; other envs are unaffected."""
     for cls, make in ((RecordEpisodeStatistics, _single_step), (VectorRecordEpisodeStatistics, _vector_step)):
         if not getattr(cls.step, "_retrokit", False):
             cls.step = make(cls.step)
+    # what the adapted reset uses of RecordVideo (gymnasium 1.x); another shape is left as gymnasium wrote it
+    if all(hasattr(RecordVideo, name) for name in ("_capture_frame", "stop_recording", "reset", "step")):
+        if not getattr(RecordVideo.reset, "_retrokit", False):
+            RecordVideo.reset = _video_reset(RecordVideo.reset)
+            RecordVideo.step = _video_step(RecordVideo.step)

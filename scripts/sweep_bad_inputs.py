@@ -24,6 +24,14 @@ run dir or disk, a full disk, a folder where a file is expected, a link to nothi
 ``os_cases``; docs/cli.md, "When the operating system says no"). Their tmpfs and read-only mounts need root;
 without it those cases are reported as skipped.
 
+The ``machine:`` and ``fault:`` cases (``--only machine:``, ``--only fault:``; issue 48) are the machines
+and faults users have: no display (gymnasium's and SB3's ``check_env``, ``render_mode="human"``), another
+Ray cluster on the machine, rl-zoo3 without ``--conf-file``, ``RecordVideo`` around a kit env,
+``vectorization_mode`` values, a vector env used from two threads or copied, and an env worker killed with
+SIGKILL during ``retrokit train`` (then resumed). Each is a real Python script or command
+(``expect="script"``: its exit code and output are checked, never a traceback; ``env`` values of None
+remove that variable).
+
 A table of the failures and a summary are printed; the exit code is 1 if any case failed. It is not a
 pytest module (pytest collects ``tests/`` only): it takes a few minutes and trains one tiny run first.
 The regression tests for what it found live in ``tests/cli/``.
@@ -91,7 +99,8 @@ class Case:
         if self.expect == "api":
             kind, call, value, good = self.argv
             return f"{self.group}: {kind} {call}({value}){' (accepted)' if good == 'good' else ''}"
-        return f"{self.group}: retrokit {' '.join(a if a else repr(a) for a in self.argv)}"
+        command = "python" if self.expect == "script" else "retrokit"
+        return f"{self.group}: {command} {' '.join(a if a else repr(a) for a in self.argv)}"
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -1080,7 +1089,9 @@ def run_live(case: Case, d: Path, preexec: Callable[[], None] | None) -> tuple[i
                 else:
                     time.sleep(float(case.signal_when))
                 before = _checkpoint_steps(d / "run")
-                if proc.poll() is None:
+                if proc.poll() is None and case.send_signal == "SIGKILL to an env worker":
+                    os.kill(_env_workers(proc.pid)[-1], signal.SIGKILL)
+                elif proc.poll() is None:
                     os.killpg(proc.pid, getattr(signal, case.send_signal))
             code = proc.wait(timeout=LIVE_TIMEOUT_S)
         finally:
@@ -1731,7 +1742,225 @@ def _quiet(d: Path, output: str, before: list[int]) -> list[str]:
 
 def all_cases() -> list[Case]:
     cases = train_cases() + resume_cases() + model_cases() + other_cases() + api_cases() + rllib_cases()
-    return cases + stop_cases() + os_cases() + stranger_cases() + limit_cases()
+    return cases + stop_cases() + os_cases() + env_cases() + stranger_cases() + limit_cases()
+
+
+# ------------------------------------------------------------------------------------------------------
+# env: the machines and faults users have (issue 48, part B)
+# ------------------------------------------------------------------------------------------------------
+
+NO_DISPLAY = {"DISPLAY": None, "WAYLAND_DISPLAY": None, "SDL_VIDEODRIVER": None, "SDL_AUDIODRIVER": None}
+
+
+def _env_workers(pid: int) -> list[int]:
+    """The env worker processes of the ``retrokit`` process ``pid``: its forkserver's children (or, with
+    fork, its own children but the resource tracker), from /proc."""
+    table: dict[int, tuple[int, str]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue
+        table[int(entry)] = (ppid, cmd)
+    servers = {p for p, (pp, cmd) in table.items() if pp == pid and "forkserver" in cmd}
+    if servers:
+        return sorted(p for p, (pp, _) in table.items() if pp in servers)
+    return sorted(p for p, (pp, cmd) in table.items() if pp == pid and "resource_tracker" not in cmd)
+
+
+def script(name: str, body: str) -> Setup:
+    """``<name>``: a Python script of the case (a file: workers of a second retro env re-import it)."""
+    return text(name, body)
+
+
+def says(*needles: str, once: str | None = None) -> Check:
+    """The output has every needle, and ``once`` exactly once."""
+
+    def check(d: Path, output: str, before: list[int]) -> list[str]:
+        problems = [f"output lacks {needle!r}" for needle in needles if needle not in output]
+        if once is not None and output.count(once) != 1:
+            problems.append(f"{once!r} {output.count(once)} times, not once")
+        return problems
+
+    return check
+
+
+def killed_worker_then_resumed() -> Check:
+    """One 'retrokit: error:' line naming the env and SIGKILL, a checkpoint, then ``--resume`` trains on."""
+
+    def check(d: Path, output: str, before: list[int]) -> list[str]:
+        errors = [line for line in output.splitlines() if line.startswith("retrokit: error: ")]
+        problems = [] if len(errors) == 1 else [f"{len(errors)} 'retrokit: error:' lines, not 1"]
+        for needle in (f"env rank 1 ({ENV})", "killed by SIGKILL", "resume with: retrokit train --resume"):
+            if not errors or needle not in errors[0]:
+                problems.append(f"error line lacks {needle!r}")
+        steps = _checkpoint_steps(d / "run")  # the death's save: at or past the periodic one there was
+        if not steps or (before and steps[-1] < before[-1]):
+            return problems + [f"no checkpoint at or past {before[-1:]} (have {steps[-3:]})"]
+        if not errors or f"training stopped at {steps[-1]} steps, checkpoint " not in errors[0]:
+            problems.append(f"error line does not name the checkpoint at {steps[-1]} steps")
+        res = subprocess.run(
+            [RETROKIT, "train", "--resume", "run", "--timesteps", str(steps[-1] + 64)], cwd=d,
+            capture_output=True, text=True, env=CHILD_ENV, timeout=LIVE_TIMEOUT_S,
+        )  # fmt: skip
+        if res.returncode != 0 or _checkpoint_steps(d / "run")[-1] != steps[-1] + 64:
+            problems.append(f"--resume exit {res.returncode}: {res.stderr.strip()[-200:]}")
+        return problems + [f"left {name}" for name in _leftovers(d / "run")]
+
+    return check
+
+
+CHECK_ENVS = """
+import gymnasium as gym, retro_atari_kit
+from gymnasium.utils.env_checker import check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+if __name__ == "__main__":
+    for env_id in ("RetroKit/Pong-v0", "RetroKit/Airstriker-Genesis-v0"):
+        env = gym.make(env_id)
+        check_env(env)
+        sb3_check_env(env)
+        env.close()
+    env = gym.make("RetroKit/Breakout-v0", render_mode="human")
+    env.reset(seed=0)
+    for _ in range(20):
+        env.step(1)
+    env.close()
+    print("checked")
+"""
+
+TWO_THREADS = """
+import threading, numpy as np, gymnasium as gym, retro_atari_kit
+if __name__ == "__main__":
+    venv = gym.make_vec("RetroKit/Pong-v0", num_envs=2, backend="subprocess")
+    venv.reset(seed=0)
+    refused, done = [], threading.Event()
+    def play():
+        while not done.is_set():
+            try:
+                venv.step(np.zeros(2, dtype=np.int64))
+            except RuntimeError as exc:
+                refused.append(str(exc)); done.set()
+    threads = [threading.Thread(target=play, daemon=True) for _ in range(2)]
+    [t.start() for t in threads]
+    done.wait(120); done.set(); [t.join(60) for t in threads]
+    assert not any(t.is_alive() for t in threads), "deadlock"
+    print(refused[0] if refused else "no overlap")
+    import copy, pickle
+    for do in (copy.deepcopy, copy.copy, pickle.dumps):
+        try:
+            do(venv)
+        except TypeError as exc:
+            print("copy refused:", exc)
+    venv.step(np.zeros(2, dtype=np.int64))
+    venv.close()
+    print("played on")
+"""
+
+RECORD_GAMES = """
+import os, gymnasium as gym, retro_atari_kit
+if __name__ == "__main__":
+    env = gym.make("RetroKit/Breakout-v0", render_mode="rgb_array")
+    env = gym.wrappers.RecordVideo(env, "videos", episode_trigger=lambda game: game == 0, disable_logger=True)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    lives_lost = 0
+    while True:
+        _, _, terminated, truncated, info = env.step(env.action_space.sample())
+        if terminated or truncated:
+            if "episode" in info:
+                break
+            lives_lost += 1
+            env.reset()
+    print(f"lives lost before game over: {lives_lost}; recording: {env.recording}")
+    env.reset()
+    env.close()
+    print(sorted(os.listdir("videos")))
+"""
+
+VECTORIZATION_MODE = """
+import gymnasium as gym, retro_atari_kit
+if __name__ == "__main__":
+    try:
+        gym.make_vec("RetroKit/Pong-v0", num_envs=2, vectorization_mode="native")
+    except ValueError as exc:
+        print("gymnasium refuses:", exc)
+    venv = gym.make_vec("RetroKit/Pong-v0", num_envs=2, backend="native")
+    print("backend:", venv.backend)
+    venv.close()
+"""
+
+BESIDE_A_CLUSTER = """
+import os, signal, socket, subprocess, sys, tempfile, time
+if __name__ == "__main__":
+    tmp = tempfile.mkdtemp(prefix="rk-ray-", dir="/tmp")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0)); port = sock.getsockname()[1]
+    env = {**os.environ, "RAY_TMPDIR": tmp}
+    ray = os.path.join(os.path.dirname(sys.executable), "ray")
+    start = [ray, "start", "--head", "--num-cpus=1", f"--port={port}", "--include-dashboard=false",
+             "--disable-usage-stats", "--block"]
+    head = subprocess.Popen(start, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        while not os.path.exists(os.path.join(tmp, "ray", "ray_current_cluster")):
+            assert head.poll() is None and time.sleep(0.2) is None
+        retrokit = os.path.join(os.path.dirname(sys.executable), "retrokit")
+        small = ["--num-env-runners", "1", "--envs-per-runner", "2", "--set",
+                 "train_batch_size_per_learner=32", "--set", "rollout_fragment_length=16", "--set",
+                 "min_time_s_per_iteration=1", "--checkpoint-every", "0"]
+        for argv, extra in (
+            (["train", "appo", "RetroKit/Pong-v0", "--engine", "rllib", "--timesteps", "64", "--run-dir",
+              "run", *small], {}),
+            (["train", "--resume", "run", "--timesteps", "128"], {"RAY_ADDRESS": f"127.0.0.1:{port}"}),
+        ):
+            res = subprocess.run([retrokit, *argv], env={**env, **extra}, capture_output=True, text=True)
+            said = res.stderr.strip().splitlines()[-1:] if res.returncode else ""
+            print(argv[1], "exit", res.returncode, said)
+        print("other cluster alive:", head.poll() is None)
+    finally:  # its own process group: the blocking `ray start` and what it started, and nothing else
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            os.killpg(head.pid, sig)
+            try:
+                head.wait(10)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+"""
+
+
+def env_cases() -> list[Case]:
+    g = "machine: what users have"
+    cases = [
+        Case(g, ["check.py"], [script("check.py", CHECK_ENVS)], expect="script", exit_code=0,
+             writes_nothing=False, env=NO_DISPLAY, check=says("checked", once="NoDisplayWarning")),
+        Case(g, ["beside.py"], [script("beside.py", BESIDE_A_CLUSTER)], expect="script", exit_code=0,
+             writes_nothing=False, check=says("appo exit 0", "--resume exit 0", "other cluster alive: True")),
+        Case(g, ["-m", "rl_zoo3.train", "--algo", "ppo", "--env", ENV, "--gym-packages", "retro_atari_kit",
+                 "-n", "256", "--hyperparams", "n_envs:2", "n_steps:64", "batch_size:64",
+                 "--eval-freq", "-1"],
+             expect="script", exit_code=0, writes_nothing=False,
+             check=says("hyperparameters from --conf-file retro_atari_kit.integrations.zoo.ppo")),
+        Case(g, ["-m", "rl_zoo3.train", "--algo", "qrdqn", "--env", ENV, "--gym-packages", "retro_atari_kit"],
+             expect="script", exit_code=1, check=says("pass --conf-file", once="retro-atari-kit:")),
+        Case(g, ["record.py"], [script("record.py", RECORD_GAMES)], expect="script", exit_code=0,
+             writes_nothing=False,
+             check=says("lives lost before game over: 4; recording: True", "['rl-video-episode-0.mp4']")),
+        Case(g, ["vecmode.py"], [script("vecmode.py", VECTORIZATION_MODE)], expect="script", exit_code=0,
+             writes_nothing=False, check=says("Invalid vectorization mode: 'native'", "backend: native")),
+    ]  # fmt: skip
+    g = "fault: during a run"
+    cases += [
+        Case(g, ["threads.py"], [script("threads.py", TWO_THREADS)], expect="script", exit_code=0,
+             writes_nothing=False,
+             check=says("refused: another thread is in a call", "played on", "copy refused:")),
+        Case(g, ["train", "ppo", ENV, "--backend", "subprocess", "--n-envs", "2", "--set", "n_steps=32",
+                 "--set", "batch_size=32", "--checkpoint-every", "64", "--timesteps", "1e6",
+                 "--run-dir", "run"],
+             expect="clean", writes_nothing=False, exit_code=2, send_signal="SIGKILL to an env worker",
+             check=killed_worker_then_resumed()),
+    ]  # fmt: skip
+    return cases
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -1813,19 +2042,24 @@ def run_case(case: Case, base: Path, index: int, keep: bool) -> Result:
             argv = (
                 [sys.executable, __file__, "--api-child", *case.argv]
                 if case.expect == "api"
+                else [sys.executable, *case.argv]
+                if case.expect == "script"
                 else [RETROKIT, *case.argv]
             )
+            child_env = {**CHILD_ENV, **(case.env or {})}
+            child_env = {k: v for k, v in child_env.items() if v is not None}  # None: variable removed
             with open(case.stdout_to or os.devnull, "wb") as sink:
                 res = subprocess.run(
                     argv, cwd=d, stdout=sink if case.stdout_to else subprocess.PIPE, stderr=subprocess.PIPE,
-                    text=True, errors="replace", env={**CHILD_ENV, **(case.env or {})},
-                    timeout=API_TIMEOUT_S if case.expect == "api" else TIMEOUT_S, preexec_fn=preexec,
+                    text=True, errors="replace", env=child_env,
+                    timeout=API_TIMEOUT_S if case.expect in ("api", "script") else TIMEOUT_S,
+                    preexec_fn=preexec,
                 )  # fmt: skip
             code, stdout, stderr = res.returncode, res.stdout or "", res.stderr
     except subprocess.TimeoutExpired:
         release_mounts(d)
         _make_writable(d)
-        limit = API_TIMEOUT_S if case.expect == "api" else TIMEOUT_S
+        limit = API_TIMEOUT_S if case.expect in ("api", "script") else TIMEOUT_S
         return Result(case, [f"timed out after {limit} s"], time.monotonic() - t0, "")
     seconds = time.monotonic() - t0
     lines = [line for line in stderr.strip().splitlines() if line.strip()]

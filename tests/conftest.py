@@ -37,7 +37,9 @@ for _sig in (signal.SIGINT, signal.SIGHUP):
 TESTS = Path(__file__).resolve().parent
 SLOW_MODULES = {
     "cli/test_cli.py",
+    "cli/test_eval_protocols.py",
     "cli/test_export.py",
+    "cli/test_fast_learner.py",
     "cli/test_files_from_others.py",
     "cli/test_os_errors.py",
     "cli/test_run_checks.py",
@@ -45,11 +47,13 @@ SLOW_MODULES = {
     "cli/test_stop_signals.py",
     "cli/test_train_faults.py",
     "integrations/rllib/test_rllib_algos.py",
+    "integrations/rllib/test_rllib_beside_a_cluster.py",
     "integrations/rllib/test_rllib_cluster.py",
     "integrations/rllib/test_rllib_faults.py",
     "integrations/sb3/test_parallel_play.py",
     "integrations/sb3/test_sb3_doors.py",
     "integrations/test_cleanrl_loop.py",
+    "integrations/test_cleanrl_scripts.py",
     "integrations/zoo/test_zoo.py",
     "integrations/zoo/test_zoo_doors.py",
     "integrations/zoo/test_zoo_enjoy.py",

@@ -55,8 +55,9 @@ COMMITTED = {
 }
 
 
-# not runs: reference curves read from rl-zoo3's training logs (scripts/zoo_reference.py)
-NOT_RUNS = {"reference"}
+# not runs: reference curves read from rl-zoo3's training logs (scripts/zoo_reference.py); eval records of
+# the committed agents per protocol (docs/evaluation.md)
+NOT_RUNS = {"reference", "evaluation"}
 
 
 def test_every_committed_run_is_replayed_here():
@@ -91,3 +92,28 @@ def test_committed_weights_replay_whole_games(name, tmp_path):
         pytest.fail(f"no whole-game score rule for {expected.env_id}: add one here")
     if expected.floor is not None:
         assert result["mean"] > expected.floor, result
+
+
+@pytest.mark.timeout(600)
+def test_committed_evaluation_report_is_reproduced_from_its_records(tmp_path, capsys):
+    """results/evaluation/report was made from the committed eval records and runs by the command in its
+    CSVs: the same command (another --out) gives the same numbers, intervals included (seeded bootstrap)."""
+    pytest.importorskip("rliable")
+    import shlex
+
+    from retro_atari_kit.cli import main
+
+    report = os.path.join(ROOT, "evaluation", "report")
+    with open(os.path.join(report, "per_game.csv"), encoding="utf-8") as f:
+        argv = shlex.split(f.readline().removeprefix("# made by: "))[1:]
+    repo = os.path.dirname(ROOT)
+    argv = [os.path.join(repo, a) if a.startswith("results/") else a for a in argv]
+    argv[argv.index("--out") + 1] = str(tmp_path)
+    assert main(argv) == 0
+    capsys.readouterr()
+    for name in ("per_game.csv", "aggregates.csv", "improvement.csv"):
+        with (
+            open(os.path.join(report, name), encoding="utf-8") as a,
+            open(tmp_path / name, encoding="utf-8") as b,
+        ):
+            assert a.read().splitlines()[1:] == b.read().splitlines()[1:], name

@@ -93,7 +93,14 @@ def _connect(config: dict[str, Any]) -> bool:
             if address:
                 ray.init(address=address, include_dashboard=False, logging_level="warning")
             else:
-                ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, logging_level="warning")
+                # "local": the kit's own Ray, even beside another job's cluster on the same host (a plain
+                # ray.init() would join that one, the last `ray start` or RAY_ADDRESS, and refuse num_cpus)
+                ray.init(
+                    address="local",
+                    num_cpus=os.cpu_count() or 1,
+                    include_dashboard=False,
+                    logging_level="warning",
+                )
     except ConnectionError as exc:
         raise RunError(f"cannot connect to Ray at {address}: {str(exc).strip().splitlines()[0]}") from None
     return True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from typing import Any
 
 from retro_atari_kit.runs import RunError
 
@@ -14,6 +15,12 @@ ALGOS: dict[str, tuple[str, str]] = {
     "qrdqn": ("sb3_contrib", "QRDQN"),
 }
 OFF_POLICY = ("dqn", "qrdqn")
+# the kit's own learners, chosen by the preset key `fast_learner` (docs/sb3.md): algo -> (module, class)
+FAST_LEARNERS: dict[str, tuple[str, str]] = {
+    "ppo": ("retro_atari_kit.integrations.sb3.fast_ppo", "FastPPO"),
+    "a2c": ("retro_atari_kit.integrations.sb3.fast_a2c", "FastA2C"),
+}
+FAST_LEARNER_OPTIONS = {"compile": (True, False, "auto")}
 
 
 def available_algos() -> list[str]:
@@ -38,3 +45,30 @@ def constructor_params(algo: str) -> dict[str, inspect.Parameter]:
     params = inspect.signature(algo_class(algo).__init__).parameters
     skip = ("self", "env", "kwargs", "_init_setup_model")
     return {name: p for name, p in params.items() if name not in skip}
+
+
+def fast_learner_options(algo: str, value: Any) -> dict[str, Any] | None:
+    """The options of the preset key ``fast_learner`` (``true``, ``false``/null or ``{compile: ...}``):
+    None when it is off, a dict of options when on; ValueError (one line saying what to write) otherwise."""
+    if value is None or value is False:
+        return None
+    key = str(algo).lower()
+    if key not in FAST_LEARNERS:
+        raise ValueError(f"fast_learner: {key} has none (only {' and '.join(FAST_LEARNERS)} do); remove it")
+    options = {} if value is True else value
+    if not isinstance(options, dict):
+        raise ValueError(f"fast_learner={value!r}: use true, false or {{compile: true|false|auto}}")
+    for name, choice in options.items():
+        if name not in FAST_LEARNER_OPTIONS or choice not in FAST_LEARNER_OPTIONS[name]:
+            raise ValueError(f"fast_learner.{name}={choice!r}: the options are compile: true|false|auto")
+    return dict(options)
+
+
+def learner_class(algo: str, fast_learner: Any = None) -> tuple[type, dict[str, Any]]:
+    """The class that trains ``algo`` (SB3's, or the kit's fast learner when the preset's ``fast_learner``
+    is on) and the constructor arguments that option adds."""
+    options = fast_learner_options(algo, fast_learner)
+    if options is None:
+        return algo_class(algo), {}
+    module, name = FAST_LEARNERS[str(algo).lower()]
+    return getattr(importlib.import_module(module), name), options

@@ -24,7 +24,7 @@ from retro_atari_kit.envs._quiet import quiet_ale_banner
 __all__ = ["CliError", "build_parser", "main"]
 
 # commands that build no env (and so need not load ale-py)
-NO_ENV_COMMANDS = ("list", "plot", "import-roms")
+NO_ENV_COMMANDS = ("list", "plot", "report", "import-roms")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from retro_atari_kit.cli import bench, evaluate, export, listing, plot, record, roms, train
+    from retro_atari_kit.cli import bench, evaluate, export, listing, plot, record, report, roms, train
 
     parser = _Parser(
         prog="retrokit",
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for mod in (train, evaluate, record, plot, export, listing, roms, bench):
+    for mod in (train, evaluate, record, plot, report, export, listing, roms, bench):
         mod.add_parser(sub)
     return parser
 

@@ -17,17 +17,28 @@ from retro_atari_kit.cli.engines import engine
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "eval",
-        help="true game scores of a trained agent",
+        help="true game scores of trained agents, under an evaluation protocol",
         description="Play whole games (life losses do not end them, rewards unclipped) and "
-        "print mean, std, min and max of the true score.",
+        "print mean, std, min and max of the true score. Several run dirs / models are evaluated in one "
+        "command (--jobs of them at once); with --out DIR each one's scores are written with the protocol's "
+        "settings to an eval record that `retrokit report` reads.",
     )
     p.add_argument(
-        "target",
+        "targets",
+        nargs="+",
         metavar="RUN_DIR|MODEL.zip",
-        help="a run dir (its final model, else its newest checkpoint) or an SB3 model file",
+        help="run dirs (their final model, else their newest checkpoint) or SB3 model files",
     )
     p.add_argument(
         "--episodes", type=positive_int, default=10, help="whole games to play (default: %(default)s)"
+    )
+    p.add_argument(
+        "--protocol",
+        choices=["training", "machado", "nature"],
+        default="training",
+        help="training: the run's env settings; machado: sticky actions 0.25, full action set, no "
+        "life-loss ends, no no-ops, 108k-frame cap; nature: up to 30 no-ops, 18k-frame (5 min) cap, "
+        "epsilon 0.05 for DQN/QR-DQN (default: %(default)s; docs/evaluation.md)",
     )
     add_play_options(p)
     p.add_argument(
@@ -36,7 +47,8 @@ def add_parser(sub) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="env kwarg over the run's, repeatable, e.g. sticky_actions=0.25 (default: the run's env_kwargs)",
+        help="env kwarg over the run's, repeatable, e.g. sticky_actions=0.25 (default: the run's "
+        "env_kwargs); the protocol's settings override it",
     )
     p.add_argument(
         "--seed", type=seed, default=12345, help="seed of the first game's env (default: %(default)s)"
@@ -45,9 +57,28 @@ def add_parser(sub) -> None:
         "--device", default="auto", help="torch device: auto, cpu, cuda, cuda:N (default: %(default)s)"
     )
     p.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="write each model's eval record (scores, protocol settings, command) to "
+        "DIR/<run>.<protocol>.json for `retrokit report` (default: none written)",
+    )
+    p.add_argument(
+        "--vector",
+        action="store_true",
+        help="step each model's envs with the kit's vector backend (gym.make_vec; ALE: the native backend's "
+        "threads) instead of one loop over single envs; the first N games to end count (default: off)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=1,
+        help="models evaluated at once, each in its own process (default: %(default)s)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
-        help="print the result as one JSON line on stdout (default: off, a line of text)",
+        help="print each result as one JSON line on stdout (default: off, a line of text)",
     )
     p.set_defaults(func=run)
 
@@ -115,47 +146,226 @@ def load_target(
         check_device(device)  # a bad --device is named as such, not as an unreadable model file
         path, env_id, kwargs, config = resolve_target(target, env, env_kwargs, allow_pickle)
         obs_space, action_space = probe_env(env_id, kwargs)
-        backend = engine(config["engine"] if config else "sb3")
-        if config is None:  # only with --allow-pickle: the SB3 file of someone the user trusts
-            model = backend.load_model(path, device=device, algo=None, allow_pickle=True)
-        else:
-            model = backend.load_model(path, device=device, algo=config["algo"])
+        model = _load(path, config, device)
         check_model_fits(model, env_id, obs_space, action_space)
     return model, path, env_id, kwargs
 
 
-def run(args: argparse.Namespace) -> int:
-    from retro_atari_kit.evaluation import evaluate_model, summarize
+def _load(path: str, config: dict | None, device: str) -> Any:
+    """The model at ``path`` with the engine of its run (``config``), or, without a run (only reached with
+    --allow-pickle), SB3's own loader."""
+    if config is None:
+        return engine("sb3").load_model(path, device=device, algo=None, allow_pickle=True)
+    return engine(config["engine"]).load_model(path, device=device, algo=config["algo"])
 
-    model, path, env_id, env_kwargs = load_target(
-        args.target, args.env, parse_env_kwargs(args.env_kwargs), args.device, args.allow_pickle
+
+def load_for_protocol(
+    target: str,
+    env: str | None,
+    env_kwargs: dict,
+    device: str,
+    protocol: str,
+    seed: int,
+    allow_pickle: bool = False,
+) -> tuple[Any, str, str, dict, dict | None, dict]:
+    """:func:`load_target` under an evaluation protocol: ``(model as the protocol plays it, path, env id, env
+    kwargs with the protocol's settings, run config or None, notes for the record)``."""
+    from retro_atari_kit.evaluation import check_model_fits, protocol_env_kwargs
+    from retro_atari_kit.evaluation.protocols import protocol_model
+    from retro_atari_kit.registration import probe_env
+    from retro_atari_kit.runs.startup import check_device
+
+    with user_errors():
+        check_device(device)
+        path, env_id, kwargs, config = resolve_target(target, env, env_kwargs, allow_pickle)
+        kwargs = protocol_env_kwargs(protocol, env_id, kwargs)
+        obs_space, action_space = probe_env(env_id, kwargs)
+        algo = config["algo"] if config else None
+        model = _load(path, config, device)
+        notes_steps = getattr(model, "num_timesteps", None)
+        if algo is None:  # a bare SB3 file: its class says whether it is value-based
+            algo = type(model).__name__.lower()
+        played, notes = protocol_model(
+            model, protocol, env_id, algo, seed=seed, n_env_actions=getattr(action_space, "n", None)
+        )
+        check_model_fits(played, env_id, obs_space, action_space)
+    return played, path, env_id, kwargs, config, {**notes, "steps": notes_steps}
+
+
+def evaluate_target(target: str, options: dict[str, Any], progress: Any = None) -> dict[str, Any]:
+    """Load and evaluate one target; returns its eval record (written where ``options["out"]`` says).
+    ``progress``: a callable or a queue (``put``) that receives each progress line."""
+    from retro_atari_kit.evaluation import evaluate_model, get_protocol
+    from retro_atari_kit.evaluation.play import evaluate_model_vector
+    from retro_atari_kit.evaluation.records import make_record, write_record
+
+    def say(line: str) -> None:
+        if progress is None:
+            print(line, file=sys.stderr, flush=True)
+        elif hasattr(progress, "put"):
+            progress.put(line)
+        else:
+            progress(line)
+
+    protocol = options["protocol"]
+    model, path, env_id, kwargs, config, notes = load_for_protocol(
+        target,
+        options["env"],
+        options["env_kwargs"],
+        options["device"],
+        protocol,
+        options["seed"],
+        options.get("allow_pickle", False),
     )
-    steps = getattr(model, "num_timesteps", None)
-    print(
-        f"evaluating {path} ({steps} steps) on {env_id}: {args.episodes} games, "
-        f"{'deterministic' if args.deterministic else 'stochastic'} actions",
-        file=sys.stderr,
+    steps = notes.pop("steps")
+    from retro_atari_kit.runs import find_run_dir
+
+    run_dir = target if os.path.isdir(target) else (find_run_dir(path) if config else None)
+    run = (
+        os.path.basename(os.path.normpath(run_dir))
+        if run_dir
+        else os.path.splitext(os.path.basename(path))[0]
     )
+    settings = get_protocol(protocol).settings(int(kwargs.get("frame_skip", 4)))
+    episodes = options["episodes"]
+    how = (
+        "epsilon-greedy {:g}".format(notes["epsilon"])
+        if "epsilon" in notes
+        else ("deterministic" if options["deterministic"] else "stochastic")
+    )
+    say(
+        f"evaluating {path} ({steps} steps) on {env_id}: {episodes} games, {how} actions, "
+        + (
+            f"protocol {protocol} {json.dumps(settings['env_kwargs'], sort_keys=True)}"
+            if protocol != "training"
+            else "protocol training (the run's env settings)"
+        )
+        + (" (minimal actions mapped into the full action set)" if "action_map" in notes else "")
+    )
+    lengths: list[int] = []
 
-    def game_ended(k: int, score: float, steps: int) -> None:
-        # on stderr as each game ends (a long evaluation is never silent); stdout keeps the one result
-        print(f"game {k}/{args.episodes}: {score:g} ({steps} steps)", file=sys.stderr, flush=True)
+    def game_ended(k: int, score: float, game_steps: int) -> None:
+        # as each game ends (a long evaluation is never silent); stdout keeps the results
+        lengths.append(game_steps)
+        prefix = f"{run}: " if options["many"] else ""
+        say(f"{prefix}game {k}/{episodes}: {score:g} ({game_steps} steps)")
 
-    scores = evaluate_model(
+    play = evaluate_model_vector if options.get("vector") else evaluate_model
+    scores = play(
         model,
         env_id,
-        env_kwargs,
-        episodes=args.episodes,
-        seed=args.seed,
-        deterministic=args.deterministic,
+        kwargs,
+        episodes=episodes,
+        seed=options["seed"],
+        deterministic=options["deterministic"] or "epsilon" in notes,
         on_game=game_ended,
     )
-    s = summarize(scores)
-    if args.json:
-        print(json.dumps({"model": path, "env_id": env_id, "steps": steps, **s, "scores": scores}))
+    if options.get("vector"):
+        notes["vector"] = True
+    record = make_record(
+        scores=scores,
+        lengths=lengths,
+        env_id=env_id,
+        protocol=settings,
+        env_kwargs=kwargs,
+        run=run,
+        model=path,
+        config=config,
+        steps=steps,
+        eval_seed=options["seed"],
+        deterministic=options["deterministic"],
+        command=options["command"],
+        notes=notes,
+    )
+    if options["out"] is not None:
+        with user_errors():
+            record["written"] = write_record(record, options["out"])
+    return record
+
+
+def _evaluate_in_worker(target: str, options: dict[str, Any], queue: Any) -> dict[str, Any]:
+    """A ``--jobs`` worker: the kit's CLI state (quiet ALE banner) is set up again in the spawned process."""
+    from retro_atari_kit.envs._quiet import quiet_ale_banner
+
+    quiet_ale_banner()
+    return evaluate_target(target, options, queue)
+
+
+def run(args: argparse.Namespace) -> int:
+    from retro_atari_kit.evaluation import summarize
+
+    options = {
+        "env": args.env,
+        "env_kwargs": parse_env_kwargs(args.env_kwargs),
+        "device": args.device,
+        "protocol": args.protocol,
+        "seed": args.seed,
+        "episodes": args.episodes,
+        "deterministic": args.deterministic,
+        "out": args.out,
+        "many": len(args.targets) > 1,
+        "vector": args.vector,
+        "allow_pickle": args.allow_pickle,
+        "command": getattr(args, "command_line", "retrokit eval"),
+    }
+    for target in args.targets:  # a typo in the last of several targets is said before hours of play
+        if not os.path.exists(target):
+            raise CliError(f"{target}: no such run dir or model file")
+    if args.out is not None:
+        with user_errors():
+            check_output_dir(args.out)
+    records = []
+    if args.jobs == 1 or len(args.targets) == 1:
+        for target in args.targets:
+            records.append(evaluate_target(target, options))
+            print_result(records[-1], summarize, args.json, options["many"])
     else:
-        print(
-            f"true score over {s['episodes']} games: mean {s['mean']:.2f}  std {s['std']:.2f}  "
-            f"min {s['min']:.1f}  max {s['max']:.1f}"
-        )
+        records = run_parallel(args.targets, options, args.jobs)
+        for record in records:
+            print_result(record, summarize, args.json, options["many"])
     return 0
+
+
+def check_output_dir(path: str) -> None:
+    """CliError for an --out that is a file (a folder is made when missing)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CliError(f"--out {path}: not a folder; pass a folder for the eval records")
+
+
+def run_parallel(targets: list[str], options: dict[str, Any], jobs: int) -> list[dict[str, Any]]:
+    """Evaluate ``targets``, ``jobs`` at once in spawned processes; progress lines are printed here, as the
+    workers send them. Results come back in the order of ``targets``."""
+    import multiprocessing
+    import queue as queue_module
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager, ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        lines = manager.Queue()
+        futures = [pool.submit(_evaluate_in_worker, t, options, lines) for t in targets]
+        while not all(f.done() for f in futures):
+            try:
+                print(lines.get(timeout=0.2), file=sys.stderr, flush=True)
+            except queue_module.Empty:
+                pass
+        while not lines.empty():
+            print(lines.get(), file=sys.stderr, flush=True)
+        return [f.result() for f in futures]  # a worker's CliError is raised here, one line
+
+
+def print_result(record: dict[str, Any], summarize: Any, as_json: bool, many: bool = False) -> None:
+    s = summarize(record["scores"])
+    if as_json:
+        keys = ("model", "env_id", "steps", "run", "protocol", "human_normalized_mean")
+        print(json.dumps({**{k: record[k] for k in keys}, **s, "scores": record["scores"]}))
+        return
+    prefix = f"{record['run']} ({record['protocol']['protocol']}): " if many else ""
+    print(
+        f"{prefix}true score over {s['episodes']} games: mean {s['mean']:.2f}  std {s['std']:.2f}  "
+        f"min {s['min']:.1f}  max {s['max']:.1f}"
+    )
+    hns = record.get("human_normalized_mean")
+    if hns is not None:  # on stderr: stdout keeps the one result line it always had
+        print(f"{prefix}human-normalised mean score: {hns:.3f} (1.0 = human, 0.0 = random)", file=sys.stderr)
+    if record.get("written"):
+        print(f"wrote {record['written']}", file=sys.stderr)

@@ -7,13 +7,19 @@ gymnasium's ``HumanRendering`` (pygame): a window that shows every agent step at
 step of the stack: it stays out of ``env.spec``'s wrappers, so ``env.spec.make(render_mode=...)`` (what
 gymnasium's ``check_env`` does for each declared mode) rebuilds exactly the stack asked for.
 
-Before the emulator starts, ``"human"`` checks that pygame is installed and that SDL has a display; if not,
-one :class:`WindowUnavailableError` line says what to do.
+Before the emulator starts, ``"human"`` checks that pygame is installed (if not, one
+:class:`WindowUnavailableError` line says what to do: pygame is a dependency of the package) and that SDL
+has a display. Without a display (a server, CI, a notebook) a window cannot be shown, but nothing else is
+wrong: a :class:`NoDisplayWarning` says so once per process and the env plays on with SDL's headless driver
+(``render()`` returns None, as for any ``"human"`` env). So gymnasium's ``check_env``, which makes the env
+in every declared render mode, passes on a machine with no display and no SDL variable set.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -27,7 +33,14 @@ HEADLESS_DRIVERS = ("offscreen", "dummy")  # SDL drivers that draw nowhere visib
 
 
 class WindowUnavailableError(RuntimeError):
-    """``render_mode="human"`` cannot open a window here (pygame missing, or no display)."""
+    """``render_mode="human"`` cannot work here: pygame is not installed."""
+
+
+class NoDisplayWarning(UserWarning):
+    """``render_mode="human"`` on a machine with no display: the env plays on, with no visible window."""
+
+
+_said_no_display = False  # the warning is given once per process
 
 
 def check_render_mode(env_id: str, value: Any) -> None:
@@ -55,10 +68,11 @@ def without_window(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_window(env_id: str) -> None:
-    """Raise :class:`WindowUnavailableError` (one line, what to do) unless pygame can open a window here.
+    """Make sure pygame can draw the window here: :class:`WindowUnavailableError` (one line, what to do) if
+    pygame is missing; with no display, :class:`NoDisplayWarning` once per process, then a headless driver.
 
     SDL falls back to its invisible ``offscreen`` driver when there is no display, so a window nobody can
-    see counts as no window unless ``SDL_VIDEODRIVER`` asked for a headless driver (tests, CI).
+    see counts as no display unless ``SDL_VIDEODRIVER`` asked for a headless driver (tests, CI).
     """
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")  # pygame greets on stdout at import otherwise
     try:
@@ -68,26 +82,52 @@ def check_window(env_id: str) -> None:
             f"{env_id}: render_mode='human' needs pygame: pip install pygame "
             "(or use render_mode='rgb_array' and show env.render() frames yourself)"
         ) from None
+    requested = os.environ.get("SDL_VIDEODRIVER", "").lower()
+    if sys.platform.startswith("linux") and not (
+        requested or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        # no X or Wayland display to connect to: say so without letting SDL probe for one (it prints its own
+        # errors about XDG_RUNTIME_DIR on stderr), and draw with its dummy driver
+        os.environ["SDL_VIDEODRIVER"] = "dummy"
+        _no_display(env_id, "this machine has no display (neither DISPLAY nor WAYLAND_DISPLAY is set)")
+        return
     try:
         pygame.display.init()
         driver = pygame.display.get_driver()
     except pygame.error as exc:
         problem = f"SDL cannot open a display ({exc})"
+        # no usable video driver at all: SDL's dummy one draws nowhere, which is all a headless run needs
+        os.environ["SDL_VIDEODRIVER"] = "dummy"
+        pygame.display.init()
     else:
-        requested = os.environ.get("SDL_VIDEODRIVER", "").lower()
         if driver not in HEADLESS_DRIVERS:
             return
         if driver in requested:
-            # HumanRendering's pygame.init() also starts the mixer; a headless run has no sound card, on
-            # which ALSA prints a page of errors. The kit plays no sound: the silent driver, unless chosen.
-            os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+            _silent_audio()
             return
-        pygame.display.quit()
         problem = f"SDL found no display (it fell back to its invisible {driver!r} driver)"
-    raise WindowUnavailableError(
-        f"{env_id}: render_mode='human' opens a window, but {problem}: run it on a desktop (or under "
-        "xvfb-run), set SDL_VIDEODRIVER=dummy to play with no visible window, or use render_mode='rgb_array'"
-    )
+    _no_display(env_id, problem)
+
+
+def _no_display(env_id: str, problem: str) -> None:
+    """The env plays on with no visible window: :class:`NoDisplayWarning`, once per process."""
+    _silent_audio()
+    global _said_no_display
+    if not _said_no_display:
+        _said_no_display = True
+        warnings.warn(
+            f"{env_id}: render_mode='human' shows a window, but {problem}; playing on with no window "
+            "(run on a desktop or under xvfb-run to see it, set SDL_VIDEODRIVER=dummy to silence this, or "
+            "use render_mode='rgb_array' for the frames); said once per process",
+            NoDisplayWarning,
+            stacklevel=5,
+        )
+
+
+def _silent_audio() -> None:
+    # HumanRendering's pygame.init() also starts the mixer; a headless run has no sound card, on which ALSA
+    # prints a page of errors. The kit plays no sound: the silent driver, unless one was chosen.
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 
 class _EnlargedFrames(gym.Wrapper):

@@ -116,6 +116,10 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+# integer dtypes whose values all fit int64 (every one but uint64), for the fast path of check_actions
+_EXACT = frozenset(np.dtype(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"))
+
+
 def _integer_dtype(dtype: np.dtype) -> bool:
     """An integer dtype whose values all fit the int64 of ``Discrete`` (so not uint64), as
     ``Discrete.contains`` requires (``np.can_cast``)."""
@@ -164,12 +168,20 @@ def check_actions(actions: Any, space: Any, num_envs: int) -> np.ndarray:
     it; returned as an int64 array of shape ``(num_envs,)``, else one ``ValueError`` line naming the problem
     (and the env) and the range. A 1-D integer array (the common case) costs one pass over a list."""
     bounds = _discrete_range(space)
+    # the common case first, before any message is formatted: an int64 array of valid actions
+    if isinstance(actions, np.ndarray) and actions.shape == (num_envs,) and actions.dtype.kind in "iu":
+        values = actions.tolist()
+        if (
+            bounds is not None
+            and bounds[0] <= min(values)
+            and max(values) <= bounds[1]
+            and actions.dtype in _EXACT
+        ):
+            return actions.astype(np.int64, copy=False)
     rule = f"in [{bounds[0]}, {bounds[1]}]" if bounds else f"in {space}"
     need = f"step() needs {num_envs} actions, one int {rule} per env"
     if isinstance(actions, np.ndarray) and _integer_dtype(actions.dtype) and actions.shape == (num_envs,):
         values = actions.tolist()
-        if bounds is not None and bounds[0] <= min(values) and max(values) <= bounds[1]:
-            return actions.astype(np.int64, copy=False)
     elif actions is None or isinstance(actions, (str, bytes)) or as_discrete(actions) is not None:
         raise ValueError(f"{need}; got {_what(actions)}, not a sequence of actions")
     elif isinstance(actions, np.ndarray):

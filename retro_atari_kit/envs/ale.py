@@ -155,7 +155,7 @@ def make_ale_env(
 
     cfg = validate_ale_kwargs(game, options)
     if cfg["render_mode"] == "human":
-        check_window(ale_game(game).env_id)  # no pygame or no display: one line, before the emulator starts
+        check_window(ale_game(game).env_id)  # before the emulator starts (see _render)
         return with_window(make_ale_env(game, **without_window(options)), ale_game(game).env_id)
     quiet_ale_banner()
     rom = ale_game(game).rom

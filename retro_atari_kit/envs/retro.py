@@ -215,7 +215,7 @@ def make_retro_env(
     info: RetroGame = retro_game(game)
     cfg = validate_retro_kwargs(game, options)  # bad kwargs and missing ROMs raise here, in this process
     if cfg["render_mode"] == "human":
-        check_window(info.env_id)  # no pygame or no display: one line, before the emulator starts
+        check_window(info.env_id)  # before the emulator starts (see _render)
         return with_window(make_retro_env(game, **without_window(options)), info.env_id)
     ensure_rom(info)
     if not _emulator_free():

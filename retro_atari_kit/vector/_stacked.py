@@ -8,7 +8,10 @@ env and step has to cross a process boundary.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -18,6 +21,31 @@ from gymnasium.vector.utils import batch_space
 from retro_atari_kit.envs._validate import check_actions, check_seeds
 
 Seeds = list[int | None]
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def one_thread_at_a_time(method: _Method) -> _Method:
+    """``method`` of a :class:`StackedVectorEnv` refused, before anything changes, while another thread is
+    inside a call on the same env (two threads on one set of workers' pipes would wait on each other's
+    answers for ever); the same thread may nest calls."""
+
+    @functools.wraps(method)
+    def guarded(self: StackedVectorEnv, *args: Any, **kwargs: Any) -> Any:
+        lock = self.__dict__.get("_in_call")
+        if lock is None:  # __init__ did not finish (close() from __del__)
+            return method(self, *args, **kwargs)
+        if not lock.acquire(blocking=False):
+            raise RuntimeError(
+                f"{self!r}.{method.__name__}() refused: another thread is in a call on this vector env; one "
+                "vector env serves one thread at a time: give each thread its own env, or guard every call "
+                "with one threading.Lock"
+            )
+        try:  # plain try/finally, not a context manager: this runs on every step
+            return method(self, *args, **kwargs)
+        finally:
+            lock.release()
+
+    return guarded  # type: ignore[return-value]
 
 
 class BatchedInfos(NamedTuple):
@@ -90,7 +118,9 @@ class StackedVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._stacks = np.zeros((self.num_envs, *self.single_observation_space.shape), dtype=np.uint8)
         self._autoreset = np.zeros(self.num_envs, dtype=bool)
+        self._every_env = np.ones(self.num_envs, dtype=bool)  # the mask of a key every env has
         self.closed = False
+        self._in_call = threading.RLock()  # held during every call; see one_thread_at_a_time
 
     # -- stacking ----------------------------------------------------------------------------------
     def _fill(self, index: int | np.ndarray, frame: np.ndarray) -> None:
@@ -98,18 +128,21 @@ class StackedVectorEnv(VectorEnv):
             np.tile(frame, (self.k, 1, 1)) if np.ndim(index) == 0 else np.tile(frame, (1, self.k, 1, 1))
         )
 
-    def _push(self, mask: np.ndarray) -> None:
+    def _push(self, mask: np.ndarray | None) -> np.ndarray:
+        """Append the driver's newest frame to the stacks in ``mask`` (None: every env); returns a copy of
+        every stack (the observation batch). Built in a fresh array and copied back: two plain copies, where
+        shifting in place makes numpy buffer the overlapping copy and a third copy returns it."""
         c = self.channels
-        if mask.all():  # the common case: shift in place (numpy buffers the overlapping copy)
-            self._stacks[:, :-c] = self._stacks[:, c:]
-            self._stacks[:, -c:] = self.driver.frames
-            return
-        stacks = self._stacks[mask]
-        stacks[:, :-c] = stacks[:, c:]
-        stacks[:, -c:] = self.driver.frames[mask]
-        self._stacks[mask] = stacks
+        out = np.empty_like(self._stacks)
+        out[:, :-c] = self._stacks[:, c:]
+        out[:, -c:] = self.driver.frames
+        if mask is not None:  # envs that did not step (reset this step) keep their stacks
+            out[~mask] = self._stacks[~mask]
+        self._stacks[...] = out
+        return out
 
     # -- gymnasium API -----------------------------------------------------------------------------
+    @one_thread_at_a_time
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
         """Reset every env, or only those in ``options["reset_mask"]`` (a bool array of shape ``(N,)``).
 
@@ -146,6 +179,7 @@ class StackedVectorEnv(VectorEnv):
             raise ValueError("options['reset_mask'] selects no env: set at least one True, or skip the reset")
         return mask
 
+    @one_thread_at_a_time
     def step(self, actions):
         self._check_open()
         # checked here, before any env steps or any worker hears of it: a refused action changes nothing
@@ -154,7 +188,8 @@ class StackedVectorEnv(VectorEnv):
         reset_mask = self._autoreset.copy()
         step = self.driver.step(actions, reset_mask, same_step)
         rewards, terminations, truncations, env_infos, finals = step
-        stepped = ~reset_mask
+        resetting = reset_mask.nonzero()[0]
+        stepped = None if not finals and not resetting.size else ~reset_mask  # None: every env stepped
         infos: dict[str, Any] = {}
         if finals:
             c = self.channels
@@ -163,22 +198,20 @@ class StackedVectorEnv(VectorEnv):
                 infos = self._add_info(infos, {"final_obs": final_obs, "final_info": final_info}, i)
                 self._fill(i, self.driver.frames[i])
                 stepped[i] = False
-        if stepped.any():
-            self._push(stepped)
-        for i in reset_mask.nonzero()[0]:
-            self._fill(int(i), self.driver.frames[i])
+        for i in resetting.tolist():
+            self._fill(i, self.driver.frames[i])
+        observations = self._push(stepped)
         infos = self._batch_infos(infos, env_infos)
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
             self._autoreset = terminations | truncations
-        return self._stacks.copy(), rewards, terminations, truncations, infos
+        return observations, rewards, terminations, truncations, infos
 
     def _batch_infos(self, infos: dict[str, Any], env_infos: list[dict] | BatchedInfos) -> dict[str, Any]:
         """``VectorEnv._add_info`` for every env, with a fast path for scalar keys that every env has."""
         if isinstance(env_infos, BatchedInfos):
-            every_env = np.ones(self.num_envs, dtype=bool)
             for key, values in env_infos.common.items():
                 infos[key] = values
-                infos[f"_{key}"] = every_env.copy()
+                infos[f"_{key}"] = self._every_env.copy()
             for i, extra in env_infos.extra.items():
                 infos = self._add_info(infos, extra, i)
             return infos
@@ -198,6 +231,7 @@ class StackedVectorEnv(VectorEnv):
                 infos = self._add_info(infos, rest, i)
         return infos
 
+    @one_thread_at_a_time
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call ``name`` on every per-env stack (or read it, if it is not callable)."""
         self._check_open()
@@ -206,6 +240,7 @@ class StackedVectorEnv(VectorEnv):
     def get_attr(self, name: str) -> tuple[Any, ...]:
         return self.call(name)
 
+    @one_thread_at_a_time
     def set_attr(self, name: str, values: Any) -> None:
         self._check_open()
         if not isinstance(values, (list, tuple)):
@@ -220,12 +255,27 @@ class StackedVectorEnv(VectorEnv):
     def close_extras(self, **kwargs: Any) -> None:
         self.driver.close()
 
+    @one_thread_at_a_time
     def close(self, **kwargs: Any) -> None:
         """Shut the backend down (workers terminated and joined). Safe to call more than once."""
         if self.closed:
             return
         self.closed = True
         self.close_extras(**kwargs)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # copy.copy, copy.deepcopy and pickle all come here: refused before anything is touched, as the
+        # copy would share (shallow) or fail half-way through duplicating (deep) the workers and emulators
+        raise TypeError(
+            f"{self!r} cannot be copied or pickled: it owns running emulators (threads, worker processes, "
+            "shared memory); make another with gym.make_vec(env_id, num_envs=...)"
+        )
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        self.__reduce_ex__(4)
+
+    def __copy__(self) -> Any:
+        self.__reduce_ex__(4)
 
     def _check_open(self) -> None:
         if self.closed:

@@ -19,11 +19,11 @@ What runs in this process, for all envs at once:
   ``cv2.COLOR_RGB2GRAY`` and gray max-pooling differs from max-pooling RGB, so C++ cannot do it. Each warp
   thread takes a contiguous chunk of envs: it sends their actions, waits for each step (ale-py releases the
   GIL while it waits) and warps the frame at once, while the other envs still emulate.
-- Time limit (gymnasium's ``TimeLimit`` rule), true-score statistics, episodic life and reward clipping
-  are computed on numpy arrays over the envs that stepped, with the rule functions the wrappers use
-  (:func:`~retro_atari_kit.wrappers.episodic_life.life_loss_step`,
-  :func:`~retro_atari_kit.wrappers.clip_reward.clip_to_sign`,
-  :func:`~retro_atari_kit.wrappers.true_score.episode_record`). Resets (rare) run env by env with the
+- Time limit (gymnasium's ``TimeLimit`` rule), true-score sums, episodic life and reward clipping for
+  all the envs that stepped in one ``nogil`` kernel call (:func:`~retro_atari_kit.vector._kernels.
+  finish_steps`, whose life rule is compiled from :func:`~retro_atari_kit.wrappers.episodic_life.
+  life_loss_step`); the true-score record of a game that ended is
+  :func:`~retro_atari_kit.wrappers.true_score.episode_record`. Resets (rare) run env by env with the
   wrappers' reset rules (:func:`~retro_atari_kit.wrappers.episodic_life.continue_or_reset`,
   :func:`~retro_atari_kit.wrappers.fire_reset.fire_start`) while the other envs keep emulating.
 - No-op starts: ale-py draws 0..``n-1`` no-op frames; the kit draws 1..``noop_max``. We ask C++ for
@@ -48,12 +48,12 @@ from gymnasium.vector import AutoresetMode
 
 from retro_atari_kit.catalog import ale_game
 from retro_atari_kit.envs.ale import MAX_FRAMES_PER_EPISODE
+from retro_atari_kit.vector._kernels import kernels
 from retro_atari_kit.vector._stacked import BatchedInfos, Seeds
 from retro_atari_kit.vector._threads import schedule_as_batch, started_threads
 from retro_atari_kit.vector._warp import FrameWarper, default_warp_threads
 from retro_atari_kit.wrappers.area_resize import load_kernel
-from retro_atari_kit.wrappers.clip_reward import clip_to_sign
-from retro_atari_kit.wrappers.episodic_life import continue_or_reset, life_loss_step
+from retro_atari_kit.wrappers.episodic_life import continue_or_reset
 from retro_atari_kit.wrappers.fire_reset import fire_reset_enabled, fire_start
 from retro_atari_kit.wrappers.true_score import episode_record
 
@@ -78,16 +78,6 @@ def native_incompatibilities(cfg: dict[str, Any]) -> list[str]:
 def _extra(info: dict) -> dict:
     """The keys of one env's info beyond the counters that :class:`BatchedInfos` carries for all envs."""
     return {key: value for key, value in info.items() if key not in COUNTERS}
-
-
-def _scatter(n: int, envs: list[int], *values: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Each of ``values`` (one entry per env in ``envs``) spread into a zero / False array over N envs."""
-    out = []
-    for value in values:
-        full = np.zeros(n, dtype=value.dtype)
-        full[envs] = value
-        out.append(full)
-    return tuple(out)
 
 
 def _native_seed(seed: int) -> int:
@@ -122,9 +112,6 @@ def _make_core(rom: str, cfg: dict[str, Any]):
         max_num_frames_per_episode=MAX_FRAMES_PER_EPISODE,
         autoreset_mode=AutoresetMode.NEXT_STEP,
     )
-
-
-Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[int, dict]]
 
 
 class NativeDriver:
@@ -177,28 +164,27 @@ class NativeDriver:
         # where the warp writes each env's frame; the sharded backend points it into shared memory
         self.frames = np.zeros((num_envs, channels, size, size), dtype=np.uint8)
         self._all = list(range(num_envs))
-        # state of TimeLimit and TrueScoreStatistics (core level) and EpisodicLife, one entry per env
-        self.elapsed = np.zeros(num_envs, dtype=np.int64)
-        self.score = np.zeros(num_envs, dtype=np.float64)
-        self.length = np.zeros(num_envs, dtype=np.int64)
+        # Per-env state, one entry per env, packed by dtype so the rules kernel takes three arrays (the names
+        # are row views): TimeLimit, TrueScoreStatistics and EpisodicLife's state, and the latest step
+        # received from each env (written by the warp threads); the row order is the kernel's
+        self._ints = np.zeros((4, num_envs), dtype=np.int64)
+        self.elapsed, self.length, self.lives, self._lives_now = self._ints
+        self._floats = np.zeros((2, num_envs), dtype=np.float64)
+        self.score, self._reward = self._floats
+        self._flags = np.zeros((4, num_envs), dtype=bool)
+        # _game_over: the env's game ended at its last _finish
+        self._terminated, self._truncated, self.continue_game, self._game_over = self._flags
         self.start = np.zeros(num_envs, dtype=np.float64)
-        self.lives = np.zeros(num_envs, dtype=np.int64)
-        self.continue_game = np.zeros(num_envs, dtype=bool)
         self._raw: list[np.ndarray | None] = [None] * num_envs  # latest max-pooled RGB frame per env
-        # the latest step received from each env, written by the warp threads
-        self._reward = np.zeros(num_envs, dtype=np.float64)
-        self._terminated = np.zeros(num_envs, dtype=bool)
-        self._truncated = np.zeros(num_envs, dtype=bool)
-        self._lives_now = np.zeros(num_envs, dtype=np.int64)
         self._episode_frame = np.zeros(num_envs, dtype=np.int64)
         self._frame_number = np.zeros(num_envs, dtype=np.int64)
+        self._one = (np.zeros(num_envs), np.zeros(num_envs, dtype=bool), np.zeros(num_envs, dtype=bool))
+        self._all_envs = np.arange(num_envs, dtype=np.intp)
+        self._finish_steps = kernels().finish_steps
         self._actions: list[int] = [NOOP] * num_envs  # this step's actions, sent by the warp threads
         self._receivers = [lambda i=i: self._receive(i) for i in range(num_envs)]
 
     # -- core level: the C++ envs + TimeLimit + TrueScoreStatistics, for a list of envs ---------------
-    def _rows(self, envs: list[int]) -> slice | np.ndarray:
-        return slice(None) if len(envs) == self.num_envs else np.asarray(envs, dtype=np.intp)
-
     def _send(self, envs: list[int], actions: list[int]) -> None:
         for i, action in zip(envs, actions, strict=True):
             self._ales[i].send([action], _PADDLE)
@@ -219,29 +205,28 @@ class NativeDriver:
         self._raw[i] = frame = obs[0, 0]
         return frame
 
-    def _recv(self, envs: list[int]) -> Step:
-        """Receive the steps sent to ``envs`` in this thread, then :meth:`_finish` them."""
-        for i in envs:
-            self._receive(i)
-        return self._finish(envs)
+    def _finish(
+        self,
+        envs: np.ndarray,
+        rewards: np.ndarray,
+        terms: np.ndarray,
+        truncs: np.ndarray,
+        life: bool,
+        clip: bool,
+    ) -> int:
+        """The received steps of ``envs`` through the time limit, the true-score sums, episodic life (if
+        ``life``) and the reward clip (if ``clip``), into ``rewards`` / ``terms`` / ``truncs`` (indexed by
+        env), in one kernel call (:func:`~retro_atari_kit.vector._kernels.finish_steps`). Returns how many
+        games ended; :meth:`_episodes` has their records."""
+        state = (self._floats, self._ints, self._flags, self.max_steps or 0, life and self.episodic, clip)
+        return self._finish_steps(envs, *state, rewards, terms, truncs)
 
-    def _finish(self, envs: list[int]) -> Step:
-        """The received steps of ``envs`` through the time limit and the true-score statistics:
-        (rewards, terminated, truncated, lives, {env: info["episode"]} for the envs whose game ended)."""
-        rows = self._rows(envs)
-        rewards = self._reward[rows].copy()
-        terminated = self._terminated[rows].copy()
-        truncated = self._truncated[rows].copy()
-        self.elapsed[rows] += 1
-        if self.max_steps is not None:  # gymnasium's TimeLimit, as in the wrapper stack
-            truncated |= self.elapsed[rows] >= self.max_steps
-        self.score[rows] += rewards
-        self.length[rows] += 1
-        episodes = {}
-        for k in (terminated | truncated).nonzero()[0].tolist():
-            i = envs[k]
-            episodes[i] = episode_record(float(self.score[i]), int(self.length[i]), float(self.start[i]))
-        return rewards, terminated, truncated, self._lives_now[rows].copy(), episodes
+    def _episodes(self, envs: np.ndarray) -> dict[int, dict]:
+        """``info["episode"]`` of each env in ``envs`` whose game ended at its last :meth:`_finish`."""
+        return {
+            i: episode_record(float(self.score[i]), int(self.length[i]), float(self.start[i]))
+            for i in envs[self._game_over[envs]].tolist()
+        }
 
     def _info(self, i: int, episodes: dict[int, dict] | None = None) -> dict:
         """Env ``i``'s info, as the wrapper stack's: ALE's counters, and the true score if its game ended."""
@@ -271,27 +256,13 @@ class NativeDriver:
         """One step of env ``i`` alone (during its reset): below EpisodicLife (``life=False``, as the
         wrapper's own NOOP continuation) or above it (``life=True``, as FireReset's steps)."""
         self._send([i], [action])
-        rewards, terminated, truncated, lives, episodes = self._recv([i])
-        if life:
-            terminated = self._life([i], terminated, truncated, lives)
-        return (
-            self._raw[i],
-            float(rewards[0]),
-            bool(terminated[0]),
-            bool(truncated[0]),
-            self._info(i, episodes),
-        )
+        self._receive(i)
+        env = np.array([i], dtype=np.intp)
+        rewards, terms, truncs = self._one
+        episodes = self._episodes(env) if self._finish(env, rewards, terms, truncs, life, False) else None
+        return self._raw[i], float(rewards[i]), bool(terms[i]), bool(truncs[i]), self._info(i, episodes)
 
     # -- life level: EpisodicLife --------------------------------------------------------------------
-    def _life(self, envs: list[int], terminated: np.ndarray, truncated: np.ndarray, lives: np.ndarray):
-        if not self.episodic:
-            return terminated
-        rows = self._rows(envs)
-        terminated, continue_game = life_loss_step(lives, self.lives[rows], terminated, truncated)
-        self.lives[rows] = lives
-        self.continue_game[rows] = continue_game
-        return terminated
-
     def _life_reset(self, i: int, seed: int | None) -> tuple[np.ndarray, dict]:
         continue_game = self.episodic and bool(self.continue_game[i])
         self.continue_game[i] = False
@@ -316,6 +287,14 @@ class NativeDriver:
 
     def _warp(self, envs: list[int]) -> None:
         self.warper.warp([self._raw[i] for i in envs], envs, self.frames)
+
+    def counters(self) -> dict[str, np.ndarray]:
+        """ALE's counters of every env after its last step or reset (:data:`COUNTERS`), not copied."""
+        return {
+            "lives": self._lives_now,
+            "episode_frame_number": self._episode_frame,
+            "frame_number": self._frame_number,
+        }
 
     # -- Driver API ----------------------------------------------------------------------------------
     def reset(self, indices: list[int], seeds: Seeds, options: dict | None) -> list[dict]:
@@ -343,30 +322,22 @@ class NativeDriver:
         finally:
             if pending is not None:
                 self.warper.wait(pending)
+        # envs being reset return reward 0 and no episode end (gymnasium's NEXT_STEP autoreset)
+        rewards, terms, truncs = np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
         finals: dict[int, tuple[np.ndarray, dict]] = {}
         if stepping:
-            rewards, terms, truncs, lives, episodes = self._finish(stepping)
-            terms = self._life(stepping, terms, truncs, lives)
-            if self.clip:
-                rewards = clip_to_sign(rewards)
-            if resetting:  # they return reward 0 and no episode end (gymnasium's NEXT_STEP autoreset)
-                rewards, terms, truncs = _scatter(n, stepping, rewards, terms, truncs)
+            envs = self._all_envs if not resetting else np.asarray(stepping, dtype=np.intp)
+            ended = self._finish(envs, rewards, terms, truncs, True, self.clip)
+            episodes = self._episodes(envs) if ended else {}
             for i, episode in episodes.items():
                 extra[i] = {"episode": episode}
-            if same_step:
+            if same_step and (terms.any() or truncs.any()):
                 ended = (terms | truncs).nonzero()[0].tolist()
                 for i in ended:
                     finals[i] = (self.frames[i].copy(), self._info(i, episodes))
                     extra[i] = _extra(self._reset_env(i, None))
-                if ended:
-                    self._warp(ended)
-        else:
-            rewards, terms, truncs = np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-        common = {
-            "lives": self._lives_now.copy(),
-            "episode_frame_number": self._episode_frame.copy(),
-            "frame_number": self._frame_number.copy(),
-        }
+                self._warp(ended)
+        common = {key: values.copy() for key, values in self.counters().items()}
         return rewards, terms, truncs, BatchedInfos(common, {i: e for i, e in extra.items() if e}), finals
 
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:

@@ -293,3 +293,70 @@ def test_rllib_resume_names_an_algo_that_does_not_match_the_checkpoint(tmp_path,
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "algo 'appo'" in err and "is a ppo checkpoint" in err, err
     assert snapshot(run) == before
+
+
+def _descendants(pid: int) -> list[tuple[int, int, str]]:
+    """``(pid, parent pid, command line)`` of every process below ``pid``, from /proc."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            table[int(entry)] = (ppid, cmd)
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, (ppid, cmd) in table.items():
+            if ppid == parent:
+                found.append((child, ppid, cmd))
+                frontier.append(child)
+    return found
+
+
+def _env_workers(pid: int) -> list[int]:
+    """The env worker processes of the run ``pid``: the children of its forkserver (or, with fork, its
+    children but the resource tracker)."""
+    below = _descendants(pid)
+    servers = {child for child, ppid, cmd in below if "forkserver" in cmd and ppid == pid}
+    if servers:
+        return [child for child, ppid, _ in below if ppid in servers]
+    return [child for child, ppid, cmd in below if ppid == pid and "resource_tracker" not in cmd]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the env workers through /proc")
+def test_an_env_worker_killed_during_training_saves_names_it_and_resumes(tmp_path):
+    run = str(tmp_path / "run")
+    cmd = [*CLI, "train", "ppo", ENV, "--timesteps", "1e6", "--run-dir", run, "--backend", "subprocess",
+           "--n-envs", "2", "--set", "n_steps=32", "--set", "batch_size=32",
+           "--checkpoint-every", "0"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not os.path.exists(os.path.join(run, "progress.csv")) or len(_totals(run)) < 2:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)  # training is under way once PPO logged two rollouts
+        workers = _env_workers(proc.pid)
+        assert len(workers) == 2, _descendants(proc.pid)
+        os.kill(workers[1], signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 2, (out, err)
+    assert "Traceback" not in err and "Traceback" not in out, err
+    errors = [line for line in err.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith("retrokit: error: "), err
+    steps, path = list_checkpoints(run)[-1]
+    assert errors[0] == (
+        f"retrokit: error: env rank 1 ({ENV}): its worker process (pid {workers[1]}) died: killed by SIGKILL "
+        f"(signal 9); training stopped at {steps} steps, checkpoint {path}; resume with: retrokit train "
+        f"--resume {run}"
+    )
+    assert _steps_of(path) == steps >= 64 and not _leftovers(run)
+    assert main(["train", "--resume", run, "--timesteps", str(steps + 64)]) == 0
+    assert _steps_of(os.path.join(run, "model.zip")) == steps + 64
+    assert _totals(run)[-1] == steps + 64

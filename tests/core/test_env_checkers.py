@@ -6,6 +6,8 @@ import os
 os.environ["SDL_VIDEODRIVER"] = "dummy"  # before pygame is imported: check_env opens the "human" window
 os.environ["SDL_AUDIODRIVER"] = "dummy"
 
+import subprocess
+import sys
 import warnings
 
 import gymnasium as gym
@@ -103,3 +105,36 @@ def test_metadata_declares_the_modes_that_work(env_id):
         assert env.metadata["render_fps"] == 30.0
     finally:
         env.close()
+
+
+def test_both_checkers_pass_with_no_display_and_no_sdl_variable(tmp_path):
+    # this module (and tests/conftest.py) set SDL's dummy driver: the machine users have is tried in a
+    # subprocess with no DISPLAY, no WAYLAND_DISPLAY and no SDL_* variable at all
+    pytest.importorskip("pygame", reason="render_mode='human' needs pygame (a package dependency)")
+    pytest.importorskip("stable_baselines3", reason="SB3's env checker")
+    IDS = ["RetroKit/Pong-v0", "RetroKit/Airstriker-Genesis-v0"]  # an ALE and a stable-retro stack
+    script = tmp_path / "check.py"
+    script.write_text(
+        "import gymnasium as gym, retro_atari_kit\n"
+        "from gymnasium.utils.env_checker import check_env\n"
+        "from stable_baselines3.common.env_checker import check_env as sb3_check_env\n"
+        "if __name__ == '__main__':\n"
+        f"    for env_id in {IDS!r}:\n"
+        "        env = gym.make(env_id)\n"
+        "        check_env(env)  # makes the env again in every declared mode, 'human' included\n"
+        "        sb3_check_env(env)\n"
+        "        env.close()\n"
+        "        print('passed', env_id)\n"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DISPLAY", "WAYLAND_DISPLAY") and not k.startswith("SDL_")
+    }
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == [word for env_id in IDS for word in ("passed", env_id)]
+    assert "Traceback" not in proc.stderr and "WindowUnavailableError" not in proc.stderr
+    assert sum("NoDisplayWarning" in line for line in proc.stderr.splitlines()) == 1

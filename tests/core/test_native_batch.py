@@ -57,6 +57,56 @@ def test_clip_to_sign_scalars_and_arrays():
     assert out.dtype == np.float64 and out.tolist() == [-1.0, 0.0, 1.0]
 
 
+@pytest.mark.parametrize("episodic", [True, False])
+@pytest.mark.parametrize("clip", [True, False])
+def test_finish_steps_kernel_follows_the_wrappers_rules(episodic, clip):
+    """The native backend's one-call rules: TimeLimit, the true-score sums, life_loss_step, clip_to_sign."""
+    from retro_atari_kit.vector._kernels import kernels
+
+    n = len(LIFE_CASES)
+    lives_now, previous, term, trunc = (np.array(c) for c in list(zip(*LIFE_CASES, strict=True))[:4])
+    raw_reward = np.array([-7.0, 0.0, 0.25, 12.0, 3.0, -1.0, 0.0])
+    elapsed = np.array([0, 4, 9, 2, 8, 0, 1])  # max_steps=10: env 2 reaches it on this step
+    score, length = np.full(n, 5.0), np.full(n, 3)
+    lives, continue_game = previous.copy(), np.zeros(n, dtype=bool)
+    rewards, terms, truncs, game_over = np.zeros(n), np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
+    envs = np.array([0, 1, 2, 3, 4, 6])  # env 5 did not step: nothing of it changes
+    floats = np.stack([score, raw_reward])
+    ints = np.stack([elapsed, length, lives, lives_now])
+    flags = np.stack([term, trunc, continue_game, game_over])
+    ended = kernels().finish_steps(envs, floats, ints, flags, 10, episodic, clip, rewards, terms, truncs)
+    score, _, elapsed, length, lives, _ = (*floats, *ints)
+    continue_game, game_over = flags[2], flags[3]
+    for i in range(n):
+        stepped = i in envs
+        want_trunc = bool(trunc[i]) or (stepped and elapsed[i] >= 10)
+        assert elapsed[i] == [0, 4, 9, 2, 8, 0, 1][i] + stepped
+        assert score[i] == 5.0 + (raw_reward[i] if stepped else 0.0) and length[i] == 3 + stepped
+        if not stepped:
+            assert (rewards[i], terms[i], truncs[i], game_over[i], lives[i]) == (
+                0,
+                False,
+                False,
+                False,
+                previous[i],
+            )
+            continue
+        assert game_over[i] == bool(term[i] or want_trunc)
+        want_term, want_continue = bool(term[i]), False
+        if episodic:
+            want_term, want_continue = life_loss_step(
+                int(lives_now[i]), int(previous[i]), want_term, want_trunc
+            )
+            assert lives[i] == lives_now[i]
+        assert (bool(terms[i]), bool(truncs[i]), bool(continue_game[i])) == (
+            want_term,
+            want_trunc,
+            want_continue,
+        )
+        assert rewards[i] == (clip_to_sign(float(raw_reward[i])) if clip else raw_reward[i])
+    assert ended == int(game_over.sum())
+
+
 def _scripted(ends: list[bool]):
     """A step function whose k-th call ends the episode if ends[k]; records its actions and resets."""
     calls = []

@@ -171,3 +171,50 @@ def test_vector_recorder_around_other_envs_is_gymnasiums():
     recorder, _ = _vector_games(venv, games=2, max_steps=500)
     assert recorder.episode_count >= 2
     assert list(recorder.return_queue) == list(recorder.length_queue)
+
+
+# -- gymnasium's RecordVideo: games, not lives ---------------------------------------------------------
+
+
+def _video_frames(path) -> int:
+    imageio = pytest.importorskip("imageio.v3", reason="reads the video back")
+    return sum(1 for _ in imageio.imiter(path))
+
+
+def test_record_video_clips_are_whole_games_with_every_life(tmp_path):
+    pytest.importorskip("moviepy", reason="gymnasium's RecordVideo writes with moviepy")
+    from retro_atari_kit.recording import has_ffmpeg
+
+    if not has_ffmpeg():
+        pytest.skip("no ffmpeg to write mp4 with (imageio-ffmpeg)")
+    # as docs/cleanrl.md keeps it: around the kit env, RecordEpisodeStatistics outside; games 0 and 1 filmed
+    env = gym.make("RetroKit/Breakout-v0", render_mode="rgb_array")
+    env = gym.wrappers.RecordVideo(
+        env, str(tmp_path), episode_trigger=lambda game: game < 2, disable_logger=True
+    )
+    env = gym.wrappers.RecordEpisodeStatistics(env)
+    video = env.env
+    env.action_space.seed(0)
+    env.reset(seed=0)
+    games, life_ends, steps, resets = [], 0, 0, 1  # a clip has a frame per step and per reset of its game
+    while len(games) < 3:
+        _, _, terminated, truncated, info = env.step(env.action_space.sample())
+        steps += 1
+        if terminated or truncated:
+            life_ends += 1
+            if "episode" in info:  # the real game over
+                assert resets == 5  # Breakout's 5 lives: 4 life losses continued the game
+                if len(games) < 2:
+                    assert video.recording and len(video.recorded_frames) == steps + resets
+                games.append(steps + resets)
+                steps, resets = 0, 0
+            env.reset()
+            resets += 1
+    env.close()
+    assert life_ends == 3 * 5  # each life a training episode of its own
+    assert video.episode_id == 3  # the 4th game started: it counts games
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["rl-video-episode-0.mp4", "rl-video-episode-1.mp4"]
+    # the whole first and second games, every life (moviepy 2 writes a clip of n frames with n - 1 of them)
+    assert games[0] - 1 <= _video_frames(tmp_path / files[0]) <= games[0]
+    assert games[1] - 1 <= _video_frames(tmp_path / files[1]) <= games[1]

@@ -164,7 +164,7 @@ def test_bad_arguments_raise_clear_errors():
         make_vector_env("Pong", num_envs=1, autoreset_mode="sometimes")
 
 
-def test_vectorization_mode_alias_and_rgb_render_fallback():
+def test_vector_entry_point_with_a_backend_and_rgb_render_fallback():
     venv = gym.make_vec(
         "RetroKit/Pong-v0",
         num_envs=1,
@@ -180,3 +180,40 @@ def test_vectorization_mode_alias_and_rgb_render_fallback():
     finally:
         venv.close()
     venv.close()  # idempotent
+
+
+def test_what_vectorization_mode_gives_as_the_docs_say():
+    # docs/vectorization.md, "vectorization_mode and backend"
+    venv = gym.make_vec(
+        "RetroKit/Pong-v0", num_envs=2
+    )  # None: the ID's vector entry point, the kit's backend
+    try:
+        assert venv.backend == "native" and venv.observation_space.shape == (2, 4, 84, 84)
+    finally:
+        venv.close()
+    venv = gym.make_vec(
+        "RetroKit/Pong-v0", num_envs=2, vectorization_mode="vector_entry_point", backend="inprocess"
+    )
+    try:
+        assert venv.backend == "inprocess"
+    finally:
+        venv.close()
+    venv = gym.make_vec("RetroKit/Pong-v0", num_envs=2, vectorization_mode="sync")
+    try:  # gymnasium's own vectoriser over gym.make envs: the same observations, the kit's stack in each
+        assert isinstance(venv, gym.vector.SyncVectorEnv)
+        assert venv.observation_space.shape == (2, 4, 84, 84) and venv.observation_space.dtype == np.uint8
+    finally:
+        venv.close()
+    for mode in (
+        "native",
+        "subprocess",
+        "inprocess",
+    ):  # not backends to gymnasium: refused by gymnasium itself
+        with pytest.raises(ValueError, match=f"Invalid vectorization mode: '{mode}'"):
+            gym.make_vec("RetroKit/Pong-v0", num_envs=2, vectorization_mode=mode)
+    with pytest.raises(ValueError) as info:  # a direct call of the entry point says what to pass instead
+        make_vector_env("Pong", num_envs=2, vectorization_mode="native")
+    assert str(info.value) == (
+        "vectorization_mode='native' is gym.make_vec's argument, not a backend: choose the kit's backend "
+        "with backend= (one of auto, native, subprocess, inprocess)"
+    )

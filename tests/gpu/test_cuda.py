@@ -32,6 +32,7 @@ from retro_atari_kit.integrations.sb3.parallel_play import make_play_env, parall
 from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset, list_presets, to_sb3_kwargs
 from retro_atari_kit.integrations.sb3.training import load_model, prepare, train
 from stable_baselines3 import DQN
+from stable_baselines3 import PPO as PPO_CLASS
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.policies import ActorCriticCnnPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -331,3 +332,37 @@ def test_weights_of_a_device_trainer_reach_the_cpu_player():
     assert model._n_updates == (128 - 64) // 4
     trained = _flat(model.q_net)
     assert not torch.equal(trained, initial) and torch.equal(player, trained)
+
+
+def test_fast_ppo_on_the_device_collects_and_updates_as_sb3(no_tf32):
+    """FastPPO (gpu-fast's learner) on the device, frames through pinned memory and non-blocking copies:
+    the same rollout and, from it, the same parameters as SB3's PPO on the same device and seeds."""
+    from retro_atari_kit.integrations.sb3.fast_ppo import FastPPO
+
+    from retro_atari_kit.registration import make_env
+
+    hp = dict(n_steps=16, batch_size=16, n_epochs=2, seed=0, device=DEVICE)
+    models = []
+    for cls, extra in ((FastPPO, {"compile": False}), (PPO_CLASS, {"rollout_buffer_class": RolloutBuffer})):
+        venv = DummyVecEnv([lambda: make_env(PONG) for _ in range(2)])
+        model = cls(KitCnnPolicy, venv, policy_kwargs=cnn_policy_kwargs("nature"), **hp, **extra)
+        if models:
+            model.policy.load_state_dict(models[0].policy.state_dict())
+        venv.seed(5)
+        model._last_obs, model._last_episode_starts = venv.reset(), np.ones(2, dtype=bool)
+        _, callback = model._setup_learn(32, reset_num_timesteps=False)
+        model._last_obs = venv.reset()
+        torch.manual_seed(11)
+        assert model.collect_rollouts(venv, callback, model.rollout_buffer, 16)
+        venv.close()
+        models.append(model)
+    fast, sb3 = models
+    assert fast.rollout_buffer.observations.device.type == DEVICE.type
+    for name in ("values", "log_probs", "advantages", "returns"):
+        mine, theirs = getattr(fast.rollout_buffer, name), getattr(sb3.rollout_buffer, name)
+        np.testing.assert_allclose(mine.cpu().numpy(), theirs, rtol=1e-4, atol=1e-5, err_msg=name)
+    for model in models:
+        np.random.seed(3)
+        model.train()
+    for mine, theirs in zip(fast.policy.parameters(), sb3.policy.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)

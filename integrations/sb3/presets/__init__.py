@@ -44,8 +44,9 @@ __all__ = [
     "to_sb3_kwargs",
 ]
 
-# Keys of a preset that are not SB3 constructor arguments (parallel_play: read by training/run.py).
-NON_SB3_KEYS = ("n_envs", "n_timesteps", "parallel_play")
+# Keys of a preset that are not SB3 constructor arguments (parallel_play, fast_learner: read by
+# training/run.py).
+NON_SB3_KEYS = ("n_envs", "n_timesteps", "parallel_play", "fast_learner")
 SCHEDULE_KEYS = ("learning_rate", "clip_range", "clip_range_vf")
 CLASS_KEYS = ("replay_buffer_class", "rollout_buffer_class")
 POLICY_CLASS_KEYS = ("optimizer_class", "activation_fn", "features_extractor_class")

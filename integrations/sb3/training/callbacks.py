@@ -27,6 +27,48 @@ class StopOnSignal(BaseCallback):
         return not self.stop.requested
 
 
+class ThreadsByPhase(BaseCallback):
+    """torch's thread count by phase (the kit's rule, ``retro_atari_kit.models.threads``): fewer threads
+    while the env workers step (rollout), every free core while the model learns (update), the count from
+    before training restored at the end. DQN with one env gets the same count in both phases.
+
+    The machine's load is measured once, at the start of training, while the run is idle (``measure=False``
+    counts every usable core as free).
+    """
+
+    def __init__(
+        self,
+        workers: int,
+        synchronous: bool = True,
+        say: Callable[[str], None] | None = None,
+        measure: bool = True,
+    ) -> None:
+        super().__init__()
+        self.workers, self.synchronous, self.say, self.measure = workers, synchronous, say, measure
+        self.threads: Any = None
+
+    def _on_training_start(self) -> None:
+        from retro_atari_kit.models.threads import PhaseThreads
+
+        self.threads = PhaseThreads(self.workers, synchronous=self.synchronous, measure=self.measure)
+        if self.say is not None:
+            self.say(self.threads.describe())
+        self.threads.acting()
+
+    def _on_rollout_start(self) -> None:
+        self.threads.acting()
+
+    def _on_rollout_end(self) -> None:
+        self.threads.learning()
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_training_end(self) -> None:
+        if self.threads is not None:
+            self.threads.restore()
+
+
 def _next_multiple(steps: int, every: int) -> int:
     return (steps // every + 1) * every
 
@@ -174,9 +216,13 @@ class PeriodicEval(BaseCallback):
         return True
 
 
-def training_callbacks(config: dict[str, Any], run_dir: str, stop: StopRequest) -> list[BaseCallback]:
-    """The callbacks a run uses, by its config (checkpoints / evaluations only when enabled)."""
-    callbacks: list[BaseCallback] = [StopOnSignal(stop), Progress(config["timesteps"])]
+def training_callbacks(
+    config: dict[str, Any], run_dir: str, stop: StopRequest, threads: BaseCallback | None = None
+) -> list[BaseCallback]:
+    """The callbacks a run uses, by its config (checkpoints / evaluations only when enabled); ``threads``
+    (a :class:`ThreadsByPhase`) first, so the thread count is set before any other callback runs."""
+    callbacks: list[BaseCallback] = [] if threads is None else [threads]
+    callbacks += [StopOnSignal(stop), Progress(config["timesteps"])]
     if config["checkpoint_every"]:
         callbacks.append(Checkpoint(run_dir, config["checkpoint_every"], config["save_replay_buffer"]))
     if config["eval_every"]:

@@ -15,7 +15,12 @@ import warnings
 from typing import Any
 
 import gymnasium as gym
-from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class, constructor_params
+from retro_atari_kit.integrations.sb3.algorithms import (
+    OFF_POLICY,
+    algo_class,
+    constructor_params,
+    fast_learner_options,
+)
 from retro_atari_kit.integrations.sb3.presets import allowed_keys, to_sb3_kwargs
 
 from retro_atari_kit.presets import PresetError, apply_overrides, get_preset
@@ -53,6 +58,10 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
             check_parallel_play(algo, hp["parallel_play"])
         except ValueError as exc:
             raise RunError(str(exc)) from None
+    try:  # the kit's own learner (integrations/sb3/fast_ppo.py)
+        fast_learner_options(algo, hp.get("fast_learner"))
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
     env_kwargs = {**hp.pop("env_kwargs", {}), **spec.env_kwargs}
     frame_stack = hp.pop("frame_stack", None)
     # frame stacking is an env kwarg of the kit's stack, not a wrapper

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, algo_class
-from retro_atari_kit.integrations.sb3.training.callbacks import training_callbacks
+from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, learner_class
+from retro_atari_kit.integrations.sb3.training.callbacks import ThreadsByPhase, training_callbacks
 from retro_atari_kit.integrations.sb3.training.config import algo_kwargs
 from retro_atari_kit.integrations.sb3.training.models import (
     REPLAY_FILE,
@@ -26,6 +26,7 @@ from retro_atari_kit.integrations.sb3.training.models import (
 from retro_atari_kit.integrations.sb3.training.rules import RULES, load_hyperparams
 from retro_atari_kit.integrations.sb3.training.safe_load import load_replay
 
+from retro_atari_kit.processes import ChildDiedError
 from retro_atari_kit.runs import (
     CHECKPOINT_DIR,
     RunError,
@@ -103,16 +104,29 @@ def prepare_resume(run_dir: str, timesteps: int | None = None, out: Print = prin
 
 
 def _build_model(
-    config: dict[str, Any], run_dir: str, venv: Any, resume_from: str | None, out: Print, cls: type
+    config: dict[str, Any],
+    run_dir: str,
+    venv: Any,
+    resume_from: str | None,
+    out: Print,
+    cls: type,
+    extra: dict[str, Any] | None = None,
 ) -> Any:
+    """The model to train: new, or loaded from ``resume_from``; ``extra``: constructor arguments of the
+    kit's fast learner (``learner_class``)."""
     algo = config["algo"]
     if resume_from is None:
-        kwargs = algo_kwargs(config)
+        kwargs = {**algo_kwargs(config), **(extra or {})}
         policy = kwargs.pop("policy")
         return cls(policy, venv, seed=config["seed"], device=config["device"], verbose=0, **kwargs)
     # config.yaml's hyperparameters win over the checkpoint's: an edit made before --resume is honoured
     model = load_model(
-        resume_from, env=venv, device=config["device"], algo=algo, cls=cls, overrides=load_hyperparams(config)
+        resume_from,
+        env=venv,
+        device=config["device"],
+        algo=algo,
+        cls=cls,
+        overrides={**load_hyperparams(config), **(extra or {})},
     )
     replay = os.path.join(run_dir, CHECKPOINT_DIR, REPLAY_FILE)
     if algo in OFF_POLICY and os.path.exists(replay):
@@ -141,6 +155,15 @@ def train(
         return _train_locked(config, run_dir, resume_from, segment, stop, out)
 
 
+def _cause(exc: ChildDiedError) -> str:
+    """The died error's line naming the env and the cause, without the vector env's own advice ("make a new
+    one"): the run says what to do instead."""
+    lines = str(exc).strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__).removesuffix(
+        "; the vector env is closed, make a new one"
+    )
+
+
 def _note(note: str | None, out: Print) -> None:
     if note:
         out(note)
@@ -153,28 +176,30 @@ def _train_locked(
 
     seed = segment_seed(config["seed"], segment)  # fresh env randomness after a resume, same config
     # `parallel_play` in the preset -> envs in a play process (integrations/sb3/parallel_play)
-    from retro_atari_kit.integrations.sb3.parallel_play import (
-        PlayerDiedError,
-        active_play_options,
-        play_class_and_env,
-    )
+    from retro_atari_kit.integrations.sb3.parallel_play import active_play_options, play_class_and_env
 
     play, monitor = active_play_options(config, out), monitor_dir(run_dir, segment)  # None: synchronous
-    # the kit's one thread rule: the env workers (or the play process) keep their cores
-    learner_threads(1 if play else int(config["n_envs"]))
+    # the kit's one thread rule: the play process keeps its core; synchronous envs get theirs while they
+    # step and give them back to the update (ThreadsByPhase, set per phase once training starts)
+    threads = None if play else ThreadsByPhase(int(config["n_envs"]), synchronous=True, say=out)
+    if play:
+        learner_threads(1)
+    # `fast_learner` in the preset -> the kit's learner (integrations/sb3/fast_ppo.py), a subclass of SB3's
+    base, extra = learner_class(config["algo"], config["hyperparams"].get("fast_learner"))
     cls, venv = (
-        play_class_and_env(algo_class(config["algo"]), play, config, monitor, seed)
+        play_class_and_env(base, play, config, monitor, seed)
         if play
-        else (algo_class(config["algo"]), make_train_env(config, monitor, seed=seed))
+        else (base, make_train_env(config, monitor, seed=seed))
     )
     try:
-        model = _build_model(config, run_dir, venv, resume_from, out, cls)
+        model = _build_model(config, run_dir, venv, resume_from, out, cls, extra)
         stop.raise_if_requested("interrupted before training started")
         model.set_logger(make_logger(run_dir, segment))
         out(precision_of(model))
         remaining = config["timesteps"] - int(model.num_timesteps)
         log_interval = {"ppo": 1, "a2c": 100}.get(config["algo"], 4)
-        callbacks = training_callbacks(config, run_dir, stop)
+        callbacks = training_callbacks(config, run_dir, stop, threads)
+        died: ChildDiedError | None = None
         try:
             if remaining > 0:
                 model.learn(
@@ -183,21 +208,23 @@ def _train_locked(
                     reset_num_timesteps=False,
                     log_interval=log_interval,
                 )
-        except PlayerDiedError as exc:  # dead play process -> checkpoint, then one line naming it
+        except ChildDiedError as exc:  # an env worker or the play process died: saved as a stop is, below
             for callback in callbacks:
                 callback.on_training_end()  # closes the progress bar, so the error is a line of its own
-            path = save_checkpoint(model, run_dir, True)
-            raise RunError(
-                f"{exc}; checkpoint {path}; resume with: retrokit train --resume {run_dir}"
-            ) from None
+            died = exc
         finally:
             model.logger.close()  # flush log.txt / progress csv / tensorboard before merging
         steps = int(model.num_timesteps)
-        if stop.requested:  # the signal handler stays ours until the save is done: a second one waits
+        if stop.requested or died is not None:  # the handler stays ours until the save is done
             path = save_checkpoint(
                 model, run_dir, config["save_replay_buffer"] or config["algo"] in OFF_POLICY
             )
             _note(merge_progress(run_dir), out)
+            if died is not None:
+                raise RunError(
+                    f"{_cause(died)}; training stopped at {steps} steps, checkpoint {path}; resume with: "
+                    f"retrokit train --resume {run_dir}"
+                ) from None
             for line in stopped_lines(run_dir, steps, path):
                 out(line)
             return {"steps": steps, "interrupted": True, "model": path}

@@ -1,0 +1,56 @@
+"""``retrokit train ppo --preset gpu-fast`` (FastPPO, integrations/sb3/fast_ppo.py) end to end on CPU: a short
+run writes the usual files with the learner's statistics, ``--resume`` continues it with the same learner,
+and a fast learner named for another algorithm is one error line."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import zipfile
+
+import pytest
+
+from retro_atari_kit.cli import main
+
+TINY = ["--n-envs", "2", "--set", "n_steps=32", "--set", "batch_size=32", "--checkpoint-every", "64"]
+
+
+def _data(path: str) -> dict:
+    with zipfile.ZipFile(path) as zf:
+        return json.loads(zf.read("data"))
+
+
+@pytest.mark.timeout(300)
+def test_a_gpu_fast_run_trains_saves_and_resumes(tmp_path, capsys):
+    run = str(tmp_path / "fast")
+    args = ["train", "ppo", "RetroKit/Pong-v0", "--preset", "gpu-fast", "--run-dir", run, *TINY]
+    assert main([*args, "--timesteps", "128"]) == 0
+    out = capsys.readouterr().out
+    assert "torch threads: " in out and "while learning" in out
+    for name in ("model.zip", "config.yaml", "progress.csv", "log.txt"):
+        assert os.path.isfile(os.path.join(run, name)), name
+    data = _data(os.path.join(run, "model.zip"))
+    assert data["num_timesteps"] == 128 and data["compile"] == "auto"
+    assert data["rollout_buffer_class"]["__module__"] == "retro_atari_kit.integrations.sb3.device_buffer"
+    with open(os.path.join(run, "progress.csv")) as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["time/total_timesteps"]) for r in rows] == [64, 128]
+    assert (
+        rows[-1]["train/value_loss"] and float(rows[-1]["train/n_updates"]) == 4
+    )  # 4 epochs (SB3 logs an update with the next rollout)
+
+    assert main(["train", "--resume", run, "--timesteps", "192"]) == 0
+    assert _data(os.path.join(run, "model.zip"))["num_timesteps"] == 192
+    with open(os.path.join(run, "progress.csv")) as fh:
+        steps = [int(r["time/total_timesteps"]) for r in csv.DictReader(fh)]
+    assert steps == [64, 128, 192]  # the resumed segment merged after the first
+
+
+def test_a_fast_learner_for_dqn_is_one_error_line(tmp_path, capsys):
+    run = str(tmp_path / "dqn")
+    args = ["train", "dqn", "RetroKit/Pong-v0", "--set", "fast_learner=true", "--run-dir", run]
+    assert main([*args, "--timesteps", "64"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "retrokit: error: fast_learner: dqn has none (only ppo and a2c do); remove it"
+    assert not os.path.exists(run)

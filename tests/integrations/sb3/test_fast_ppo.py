@@ -1,0 +1,192 @@
+"""FastPPO (``integrations/sb3/fast_ppo.py``), FastA2C and their device rollout buffer against SB3's PPO and
+A2C on CPU torch: the same advantages and returns, the same collected rollout from the same envs and seeds,
+and the same parameters after one update on the same batch from the same weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+from retro_atari_kit.integrations.sb3 import KitCnnPolicy, cnn_policy_kwargs
+from retro_atari_kit.integrations.sb3.algorithms import fast_learner_options, learner_class
+from retro_atari_kit.integrations.sb3.device_buffer import DeviceRolloutBuffer
+from retro_atari_kit.integrations.sb3.fast_a2c import FastA2C
+from retro_atari_kit.integrations.sb3.fast_ppo import FastPPO, compile_choice
+from stable_baselines3 import A2C, PPO
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.logger import Logger
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from retro_atari_kit.registration import make_env
+
+N_ENVS, N_STEPS = 2, 16
+HP = dict(n_steps=N_STEPS, batch_size=8, n_epochs=2, learning_rate=2.5e-4, ent_coef=0.01, seed=0)
+
+
+def _venv() -> DummyVecEnv:
+    return DummyVecEnv([lambda: make_env("RetroKit/Pong-v0") for _ in range(N_ENVS)])
+
+
+@pytest.fixture(scope="module")
+def models():
+    """SB3's PPO and FastPPO with the same weights and optimizer state (SB3's buffer for SB3)."""
+    sb3_env, fast_env = _venv(), _venv()
+    kwargs = dict(policy_kwargs=cnn_policy_kwargs("nature"), device="cpu", **HP)
+    sb3 = PPO(KitCnnPolicy, sb3_env, rollout_buffer_class=RolloutBuffer, **kwargs)
+    fast = FastPPO(KitCnnPolicy, fast_env, **kwargs)
+    yield sb3, fast
+    sb3_env.close()
+    fast_env.close()
+
+
+def _same_start(sb3, fast) -> None:
+    fast.policy.load_state_dict(sb3.policy.state_dict())
+    fast.policy.optimizer.load_state_dict(sb3.policy.optimizer.state_dict())
+    for model in (sb3, fast):
+        model.set_logger(Logger(folder=None, output_formats=[]))
+
+
+def _fill(buffer: RolloutBuffer, rng: np.random.Generator) -> None:
+    """The same random rollout into any buffer, through SB3's ``add``."""
+    buffer.reset()
+    shape = buffer.observation_space.shape
+    for _ in range(buffer.buffer_size):
+        buffer.add(
+            rng.integers(0, 256, (N_ENVS, *shape), dtype=np.uint8),
+            rng.integers(0, buffer.action_space.n, N_ENVS),
+            rng.choice([-1.0, 0.0, 0.0, 1.0], N_ENVS).astype(np.float32),
+            rng.random(N_ENVS) < 0.1,
+            torch.as_tensor(rng.normal(size=(N_ENVS, 1)), dtype=torch.float32),
+            torch.as_tensor(rng.normal(-1.8, 0.1, N_ENVS), dtype=torch.float32),
+        )
+    buffer.compute_returns_and_advantage(
+        torch.as_tensor(rng.normal(size=(N_ENVS, 1))), rng.random(N_ENVS) < 0.3
+    )
+
+
+def test_device_buffer_computes_sb3s_advantages_and_minibatches(models):
+    sb3, fast = models
+    assert isinstance(fast.rollout_buffer, DeviceRolloutBuffer)
+    assert type(sb3.rollout_buffer) is RolloutBuffer
+    _fill(sb3.rollout_buffer, np.random.default_rng(1))
+    _fill(fast.rollout_buffer, np.random.default_rng(1))
+    mine, theirs = fast.rollout_buffer, sb3.rollout_buffer
+    for name in ("advantages", "returns", "values", "log_probs", "rewards", "episode_starts"):
+        np.testing.assert_allclose(getattr(mine, name).numpy(), getattr(theirs, name), rtol=1e-6, atol=1e-6)
+    np.random.seed(7)
+    batches_theirs = list(theirs.get(8))
+    np.random.seed(7)
+    batches_mine = list(mine.get(8))
+    assert len(batches_mine) == len(batches_theirs) == N_ENVS * N_STEPS // 8
+    for a, b in zip(batches_mine, batches_theirs, strict=True):
+        assert a.observations.dtype == torch.uint8 and a.observations.shape == (8, 4, 84, 84)
+        assert a.observations.is_contiguous(memory_format=torch.channels_last)
+        for field in a._fields:
+            np.testing.assert_allclose(
+                getattr(a, field).numpy(), getattr(b, field).numpy(), rtol=1e-6, atol=1e-6
+            )
+
+
+def test_fast_update_equals_sb3_train_on_the_same_batch(models):
+    sb3, fast = models
+    _same_start(sb3, fast)
+    _fill(sb3.rollout_buffer, np.random.default_rng(2))
+    _fill(fast.rollout_buffer, np.random.default_rng(2))
+    before = [p.detach().clone() for p in fast.policy.parameters()]
+    np.random.seed(3)  # the minibatch order: one permutation per epoch from numpy's RNG, as SB3 draws it
+    sb3.train()
+    np.random.seed(3)
+    fast.train()
+    changed = 0
+    for (name, mine), theirs, start in zip(
+        fast.policy.named_parameters(), sb3.policy.parameters(), before, strict=True
+    ):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6, msg=name)
+        changed += int(not torch.equal(mine, start))
+    assert changed == len(before)  # every parameter moved: the update did happen
+    logged_mine, logged_theirs = fast.logger.name_to_value, sb3.logger.name_to_value
+    assert set(logged_mine) == set(logged_theirs)
+    for key, value in logged_theirs.items():
+        assert logged_mine[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+    assert fast._n_updates == sb3._n_updates == HP["n_epochs"]
+
+
+def test_fast_rollout_collects_what_sb3_collects(models):
+    """Same weights, same env seeds, same torch seed: the same actions, values, rewards and advantages."""
+    sb3, fast = models
+    _same_start(sb3, fast)
+    collected = []
+    for model in (sb3, fast):
+        model.env.seed(5)
+        model._last_obs = model.env.reset()
+        model._last_episode_starts = np.ones(N_ENVS, dtype=bool)
+        model.num_timesteps = 0
+        _, callback = model._setup_learn(N_STEPS * N_ENVS, reset_num_timesteps=False)
+        model._last_obs = model.env.reset()  # _setup_learn left the envs as they were: reset to the seed
+        torch.manual_seed(11)
+        assert model.collect_rollouts(model.env, callback, model.rollout_buffer, N_STEPS)
+        collected.append(model.rollout_buffer)
+    theirs, mine = collected
+    assert model.num_timesteps == N_STEPS * N_ENVS
+    np.testing.assert_array_equal(mine.observations.numpy(), theirs.observations)
+    np.testing.assert_array_equal(mine.actions.numpy(), theirs.actions)
+    for name in ("rewards", "episode_starts", "values", "log_probs", "advantages", "returns"):
+        np.testing.assert_allclose(getattr(mine, name).numpy(), getattr(theirs, name), rtol=1e-5, atol=1e-6)
+
+
+def test_fast_a2c_update_equals_sb3_train_on_the_same_batch():
+    sb3_env, fast_env = _venv(), _venv()
+    kwargs = dict(policy_kwargs=cnn_policy_kwargs("nature"), device="cpu", n_steps=N_STEPS, seed=0)
+    try:
+        sb3 = A2C(KitCnnPolicy, sb3_env, rollout_buffer_class=RolloutBuffer, **kwargs)
+        fast = FastA2C(KitCnnPolicy, fast_env, **kwargs)
+        assert isinstance(fast.rollout_buffer, DeviceRolloutBuffer)
+        _same_start(sb3, fast)
+        for model in (sb3, fast):
+            _fill(model.rollout_buffer, np.random.default_rng(4))
+            np.random.seed(3)
+            model.train()
+    finally:
+        sb3_env.close()
+        fast_env.close()
+    for (name, mine), theirs in zip(fast.policy.named_parameters(), sb3.policy.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6, msg=name)
+    assert fast.logger.name_to_value.keys() == sb3.logger.name_to_value.keys()
+    for key, value in sb3.logger.name_to_value.items():
+        assert fast.logger.name_to_value[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+
+
+def test_fast_ppo_saves_and_loads_as_ppo(models, tmp_path):
+    _, fast = models
+    path = tmp_path / "fast.zip"
+    fast.save(path)
+    again = FastPPO.load(path, device="cpu")
+    assert isinstance(again.rollout_buffer, DeviceRolloutBuffer)
+    for a, b in zip(again.policy.parameters(), fast.policy.parameters(), strict=True):
+        assert torch.equal(a, b)
+    plain = PPO.load(path, device="cpu")  # eval / export load it with SB3's class
+    obs = np.zeros((1, 4, 84, 84), dtype=np.uint8)
+    assert plain.predict(obs, deterministic=True)[0] == again.predict(obs, deterministic=True)[0]
+
+
+def test_the_fast_learner_option():
+    assert fast_learner_options("ppo", None) is None and fast_learner_options("ppo", False) is None
+    assert fast_learner_options("ppo", True) == {}
+    assert learner_class("ppo", {"compile": "auto"}) == (FastPPO, {"compile": "auto"})
+    assert learner_class("ppo", None) == (PPO, {})
+    assert learner_class("a2c", True) == (FastA2C, {})
+    with pytest.raises(ValueError, match=r"dqn has none \(only ppo and a2c do\)"):
+        fast_learner_options("dqn", True)
+    with pytest.raises(ValueError, match="compile: true|false|auto"):
+        fast_learner_options("ppo", {"compile": "yes"})
+    assert compile_choice("auto", torch.device("cpu")) is False
+    assert compile_choice("auto", torch.device("cuda")) is True
+    with pytest.raises(ValueError, match="true, false or 'auto'"):
+        compile_choice("maybe", torch.device("cpu"))
+
+
+def test_the_device_buffer_refuses_dict_observations():
+    space = spaces.Dict({"a": spaces.Box(0, 1, (2,))})
+    with pytest.raises(TypeError, match="DictRolloutBuffer"):
+        DeviceRolloutBuffer(4, space, spaces.Discrete(2))
