@@ -27,7 +27,10 @@ def test_a_gpu_fast_run_trains_saves_and_resumes(tmp_path, capsys):
     args = ["train", "ppo", "RetroKit/Pong-v0", "--preset", "gpu-fast", "--run-dir", run, *TINY]
     assert main([*args, "--timesteps", "128"]) == 0
     out = capsys.readouterr().out
-    assert "torch threads: " in out and "while learning" in out
+    # the kit's thread rule, or (OMP_NUM_THREADS set, as tests/conftest.py does for xdist workers) the
+    # user's setting, named
+    assert "torch threads: " in out
+    assert ("while learning" in out) != ("set: the kit leaves torch alone" in out)
     for name in ("model.zip", "config.yaml", "progress.csv", "log.txt"):
         assert os.path.isfile(os.path.join(run, name)), name
     data = _data(os.path.join(run, "model.zip"))
