@@ -29,7 +29,8 @@ process only: ``batch_size`` does not combine with ``shards`` > 1.
 
 from __future__ import annotations
 
-import queue
+import collections
+import threading
 from typing import Any
 
 import numpy as np
@@ -53,7 +54,15 @@ class AsyncNativeDriver(NativeDriver):
 
     def __init__(self, game: str, num_envs: int, cfg: dict[str, Any]):
         super().__init__(game, num_envs, cfg)
-        self._ready: queue.SimpleQueue = queue.SimpleQueue()
+        # envs whose task is done (or a _Failed), in finishing order. recv sleeps on _latch until the task
+        # that completes its batch wakes it: one wake-up per recv, not one per env (each wake-up of a
+        # sleeping thread costs the waker its time slice while it holds the GIL). _token holds one claim
+        # per wait, so exactly one thread releases the latch for it (list.pop is atomic under the GIL).
+        self._ready: collections.deque = collections.deque()
+        self._wanted = 0
+        self._token: list[bool] = []
+        self._latch = threading.Lock()
+        self._latch.acquire()
         self._was_reset = np.zeros(num_envs, dtype=bool)  # the env's last task was a reset
         self._reset_infos: list[dict] = [{} for _ in range(num_envs)]
         self._grayscale, self._crop = cfg["grayscale"], cfg["crop_score"]
@@ -82,27 +91,51 @@ class AsyncNativeDriver(NativeDriver):
         try:
             warp_into(self._receive(i), self.frames[i], self._grayscale, self._crop)
             self._was_reset[i] = False
-            self._ready.put(i)
+            self.done(i)
         except BaseException as exc:  # handed to recv
-            self._ready.put(_Failed(exc))
+            self.done(_Failed(exc))
 
     def _reset_task(self, i: int) -> None:
         try:
             self._reset_infos[i] = _extra(self._reset_env(i, None))
             warp_into(self._raw[i], self.frames[i], self._grayscale, self._crop)
             self._was_reset[i] = True
-            self._ready.put(i)
+            self.done(i)
         except BaseException as exc:
-            self._ready.put(_Failed(exc))
+            self.done(_Failed(exc))
+
+    def done(self, item: int | _Failed) -> None:
+        """Env ``item``'s step or reset is ready for ``recv`` (or its task failed)."""
+        self._ready.append(item)
+        if self._wanted and len(self._ready) >= self._wanted and self._claim():
+            self._latch.release()
+
+    def _claim(self) -> bool:
+        try:
+            return self._token.pop()
+        except IndexError:
+            return False
+
+    def _take(self, batch_size: int) -> list[int | _Failed]:
+        """The first ``batch_size`` ready items, waiting for them."""
+        ready = self._ready
+        while len(ready) < batch_size:
+            self._token = [True]
+            self._wanted = batch_size
+            if len(ready) >= batch_size and self._claim():
+                break  # the batch completed while arming, and no task took the claim: nothing to wait for
+            self._latch.acquire()  # released by the task that took the claim
+        self._wanted = 0
+        return [ready.popleft() for _ in range(batch_size)]
 
     def recv(self, batch_size: int):
         """The first ``batch_size`` envs to finish: ``(env_ids, was_reset, rewards, terminations,
-        truncations, extra)``, one row per env in finishing order; ``extra`` maps a row to that env's info
-        keys beyond ALE's counters (``episode``, a reset's keys)."""
+        truncations, extra)``, one row per env in finishing order (``was_reset`` None when no row was a
+        reset); ``extra`` maps a row to that env's info keys beyond ALE's counters (``episode``, a reset's
+        keys)."""
         rows = []
         failure = None
-        for _ in range(batch_size):
-            item = self._ready.get()
+        for item in self._take(batch_size):
             if isinstance(item, _Failed):
                 failure = failure or item.error  # the other envs still answer: take them all first
             else:
@@ -111,19 +144,19 @@ class AsyncNativeDriver(NativeDriver):
             raise failure
         envs = np.asarray(rows, dtype=np.intp)
         was_reset = self._was_reset[envs]
+        any_reset = bool(was_reset.any())
         n = self.num_envs
         rewards, terms, truncs = np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-        stepped = envs[~was_reset]
-        episodes = {}
-        if stepped.size and self._finish(stepped, rewards, terms, truncs, True, self.clip):
-            episodes = self._episodes(stepped)
+        stepped = envs[~was_reset] if any_reset else envs
         extra = {}
-        for row, i in enumerate(rows):
-            if was_reset[row]:
-                extra[row] = self._reset_infos[i]
-            elif i in episodes:
-                extra[row] = {"episode": episodes[i]}
-        return envs, was_reset, rewards[envs], terms[envs], truncs[envs], extra
+        if stepped.size and self._finish(stepped, rewards, terms, truncs, True, self.clip):
+            row_of = {i: row for row, i in enumerate(rows)}
+            for i, episode in self._episodes(stepped).items():
+                extra[row_of[i]] = {"episode": episode}
+        if any_reset:
+            for row in np.flatnonzero(was_reset).tolist():
+                extra[row] = self._reset_infos[rows[row]]
+        return envs, was_reset if any_reset else None, rewards[envs], terms[envs], truncs[envs], extra
 
 
 class _Rows:
@@ -145,12 +178,13 @@ class AsyncNativeVectorEnv(StackedVectorEnv):
         super().__init__(driver, frame_stack, AutoresetMode.NEXT_STEP, backend="native")
         self.batch_size = batch_size
         self._in_flight = np.zeros(self.num_envs, dtype=bool)
+        self._flying = 0  # how many envs are in flight
 
     def _check_idle(self, call: str) -> None:
-        if self._in_flight.any():
+        if self._flying:
             raise RuntimeError(
-                f"{call}() while {int(self._in_flight.sum())} envs are in flight: call recv() until every "
-                "send() is answered first"
+                f"{call}() while {self._flying} envs are in flight: call recv() until every send() is "
+                "answered first"
             )
 
     def reset(self, *, seed=None, options=None):
@@ -170,8 +204,9 @@ class AsyncNativeVectorEnv(StackedVectorEnv):
         for i in range(self.num_envs):
             driver._was_reset[i] = True
             driver._reset_infos[i] = {}
-            driver._ready.put(i)
+            driver.done(i)
         self._in_flight[:] = True
+        self._flying = self.num_envs
 
     @one_thread_at_a_time
     def send(self, actions: Any, env_ids: Any = None) -> None:
@@ -183,11 +218,12 @@ class AsyncNativeVectorEnv(StackedVectorEnv):
         env_list = ids.tolist()
         if min(env_list) < 0 or max(env_list) >= self.num_envs or len(set(env_list)) != len(env_list):
             raise ValueError(f"env_ids must be distinct indices in [0, {self.num_envs - 1}]; got {env_list}")
-        busy = [i for i in env_list if self._in_flight[i]]
-        if busy:
+        if self._in_flight[ids].any():
+            busy = [i for i in env_list if self._in_flight[i]]
             raise RuntimeError(f"send() to envs {busy} that are still in flight: recv() them first")
         values = check_actions(actions, self.single_action_space, len(env_list)).tolist()
         self._in_flight[ids] = True
+        self._flying += len(env_list)
         self.driver.send(env_list, values, self._autoreset[ids].tolist())
 
     @one_thread_at_a_time
@@ -195,22 +231,24 @@ class AsyncNativeVectorEnv(StackedVectorEnv):
         """``(obs, rewards, terminations, truncations, info)`` of the first ``batch_size`` envs to finish;
         ``info["env_id"]`` names them."""
         self._check_open()
-        waiting = int(self._in_flight.sum())
-        if waiting < self.batch_size:
+        if self._flying < self.batch_size:
             raise RuntimeError(
-                f"recv() returns batch_size={self.batch_size} envs and {waiting} are in flight: "
+                f"recv() returns batch_size={self.batch_size} envs and {self._flying} are in flight: "
                 "send() more first"
             )
         envs, was_reset, rewards, terms, truncs, extra = self.driver.recv(self.batch_size)
         self._in_flight[envs] = False
+        self._flying -= len(envs)
         frames, c = self.driver.frames, self.channels
-        stepped = envs[~was_reset]
+        stepped = envs if was_reset is None else envs[~was_reset]
         stacks = self._stacks[stepped]  # a copy: shifting it in place is safe
         stacks[:, :-c] = stacks[:, c:]
         stacks[:, -c:] = frames[stepped]
         self._stacks[stepped] = stacks
-        for i in envs[was_reset].tolist():
-            self._fill(i, frames[i])
+        if was_reset is not None:
+            for i in envs[was_reset].tolist():
+                self._fill(i, frames[i])
+            stacks = self._stacks[envs]  # the batch in finishing order
         self._autoreset[envs] = terms | truncs
         infos: dict[str, Any] = {"env_id": envs.astype(np.int32)}
         for key, values in self.driver.counters().items():
@@ -218,8 +256,9 @@ class AsyncNativeVectorEnv(StackedVectorEnv):
         rows = _Rows(len(envs))
         for row, info in extra.items():
             infos = rows._add_info(infos, info, row)
-        return self._stacks[envs], rewards, terms, truncs, infos
+        return stacks, rewards, terms, truncs, infos
 
     def close_extras(self, **kwargs: Any) -> None:
         self._in_flight[:] = False
+        self._flying = 0
         super().close_extras(**kwargs)
