@@ -362,38 +362,64 @@ def _ppo_steps_per_second(make: Callable[[str], object], network: str, plan: Pla
         model.get_env().close()
 
 
-def run_ppo(report: Report, plan: Plan, clock: Clock) -> None:
-    from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset
-
-    contenders, networks, cells = ppo_contenders(plan), ("nature", "impala"), Cells()
+def _ppo_section(
+    report: Report,
+    plan: Plan,
+    clock: Clock,
+    contenders: dict[str, Callable[[str], object]],
+    budget: float,
+    title: Callable[[dict], str],
+    note: str,
+    what: str,
+) -> None:
+    """One PPO throughput table: ``contenders`` alternated over both networks until ``budget`` is spent, the
+    medians and each kit contender's ratio to ``sb3``, headed by ``title(plan)`` and followed by ``note``."""
+    contenders_list, networks, cells = list(contenders), ("nature", "impala"), Cells()
 
     def one_round(_: int) -> None:
         for net in networks:
             for name, make in contenders.items():
                 cells.measure((name, net), lambda make=make, net=net: _ppo_steps_per_second(make, net, plan))
 
-    rounds = clock.repeats(plan.ppo_budget, plan.max_repeats, one_round)
-    hp = apply_overrides(get_preset("ppo", "gpu"), plan.ppo_overrides)
+    rounds = clock.repeats(budget, plan.max_repeats, one_round)
     report.add(
-        f"## PPO, `gpu` preset ({hp['n_envs']} envs x {hp['n_steps']} steps, batch {hp['batch_size']}, "
-        f"{hp['n_epochs']} epoch(s)) on {plan.device}: training steps/s (median of {rounds}; "
-        f"{plan.ppo_rollouts} rollout(s) after {plan.ppo_warmup} warm-up)",
+        f"{title(plan)} on {plan.device}: training steps/s (median of {rounds}; {plan.ppo_rollouts} "
+        f"rollout(s) after {plan.ppo_warmup} warm-up)",
         "",
     )
-    kits = [c for c in contenders if c != "sb3"]
+    kits = [c for c in contenders_list if c != "sb3"]
     rows = []
     for net in networks:
-        med = {c: cells.median((c, net)) for c in contenders}
-        rows.append([net, *(_num(med[c]) for c in contenders), *(_ratio(med[c], med["sb3"]) for c in kits)])
-    report.table(["network", *contenders, *(f"{c} / sb3" for c in kits)], rows)
-    report.add(
+        med = {c: cells.median((c, net)) for c in contenders_list}
+        rows.append(
+            [net, *(_num(med[c]) for c in contenders_list), *(_ratio(med[c], med["sb3"]) for c in kits)]
+        )
+    report.table(["network", *contenders_list, *(f"{c} / sb3" for c in kits)], rows)
+    report.add(note, "")
+    cells.report_errors(report, what)
+
+
+def _preset_shape(preset: str, plan: Plan) -> str:
+    from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset
+
+    hp = apply_overrides(get_preset("ppo", preset), plan.ppo_overrides)
+    return f"{hp['n_envs']} envs x {hp['n_steps']} steps, batch {hp['batch_size']}, {hp['n_epochs']} epoch(s)"
+
+
+def run_ppo(report: Report, plan: Plan, clock: Clock) -> None:
+    _ppo_section(
+        report,
+        plan,
+        clock,
+        ppo_contenders(plan),
+        plan.ppo_budget,
+        lambda plan: f"## PPO, `gpu` preset ({_preset_shape('gpu', plan)})",
         f"`sb3`: `make_atari_env` ({plan.ppo_sb3_vec_env}) + `VecFrameStack`, SB3's `CnnPolicy` and "
         "`RolloutBuffer`; `kit`: `make_vec_env` + `get_preset('ppo', 'gpu')` as shipped; `kit bf16`: the "
         "same with `--set policy_kwargs.features_extractor_kwargs={autocast: bf16}` (only where bf16 is "
         "native).",
-        "",
+        "PPO",
     )
-    cells.report_errors(report, "PPO")
 
 
 # -- 4. FastPPO ---------------------------------------------------------------------------------------
@@ -410,37 +436,19 @@ def ppo_fast_contenders(plan: Plan) -> dict[str, Callable[[str], object]]:
 
 
 def run_ppo_fast(report: Report, plan: Plan, clock: Clock) -> None:
-    from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset
-
-    contenders, networks, cells = ppo_fast_contenders(plan), ("nature", "impala"), Cells()
-
-    def one_round(_: int) -> None:
-        for net in networks:
-            for name, make in contenders.items():
-                cells.measure((name, net), lambda make=make, net=net: _ppo_steps_per_second(make, net, plan))
-
-    rounds = clock.repeats(plan.ppo_fast_budget, plan.max_repeats, one_round)
-    hp = apply_overrides(get_preset("ppo", "gpu-fast"), plan.ppo_overrides)
-    report.add(
-        f"## PPO, FastPPO `gpu-fast` against plain SB3 ({hp['n_envs']} envs x {hp['n_steps']} steps, batch "
-        f"{hp['batch_size']}, {hp['n_epochs']} epoch(s)) on {plan.device}: training steps/s (median of "
-        f"{rounds}; {plan.ppo_rollouts} rollout(s) after {plan.ppo_warmup} warm-up)",
-        "",
-    )
-    others = [c for c in contenders if c != "sb3"]
-    rows = []
-    for net in networks:
-        med = {c: cells.median((c, net)) for c in contenders}
-        rows.append([net, *(_num(med[c]) for c in contenders), *(_ratio(med[c], med["sb3"]) for c in others)])
-    report.table(["network", *contenders, *(f"{c} / sb3" for c in others)], rows)
-    report.add(
+    _ppo_section(
+        report,
+        plan,
+        clock,
+        ppo_fast_contenders(plan),
+        plan.ppo_fast_budget,
+        lambda plan: f"## PPO, FastPPO `gpu-fast` against plain SB3 ({_preset_shape('gpu-fast', plan)})",
         "`sb3`: as in the PPO section; `kit gpu`: SB3's `PPO` with the kit's `gpu` preset; `fast`: the kit's "
         "`FastPPO` (`retrokit train ppo ... --preset gpu-fast`, docs/sb3.md) with `fast_learner.compile` "
         "false; `fast+compile`: the same with the CNN under `torch.compile` (CUDA only; compiled in the "
         "warm-up rollout).",
-        "",
+        "FastPPO",
     )
-    cells.report_errors(report, "FastPPO")
 
 
 # -- 5. DQN ---------------------------------------------------------------------------------------------
