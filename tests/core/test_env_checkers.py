@@ -110,8 +110,6 @@ def test_metadata_declares_the_modes_that_work(env_id):
 def test_both_checkers_pass_with_no_display_and_no_sdl_variable(tmp_path):
     # this module (and tests/conftest.py) set SDL's dummy driver: the machine users have is tried in a
     # subprocess with no DISPLAY, no WAYLAND_DISPLAY and no SDL_* variable at all
-    pytest.importorskip("pygame", reason="render_mode='human' needs pygame (a package dependency)")
-    pytest.importorskip("stable_baselines3", reason="SB3's env checker")
     IDS = ["RetroKit/Pong-v0", "RetroKit/Airstriker-Genesis-v0"]  # an ALE and a stable-retro stack
     script = tmp_path / "check.py"
     script.write_text(

@@ -177,16 +177,17 @@ def test_vector_recorder_around_other_envs_is_gymnasiums():
 
 
 def _video_frames(path) -> int:
-    imageio = pytest.importorskip("imageio.v3", reason="reads the video back")
+    import imageio.v3 as imageio  # a package dependency
+
     return sum(1 for _ in imageio.imiter(path))
 
 
 def test_record_video_clips_are_whole_games_with_every_life(tmp_path):
-    pytest.importorskip("moviepy", reason="gymnasium's RecordVideo writes with moviepy")
+    import moviepy  # noqa: F401  (the dev extra: gymnasium's RecordVideo writes with it)
+
     from retro_atari_kit.recording import has_ffmpeg
 
-    if not has_ffmpeg():
-        pytest.skip("no ffmpeg to write mp4 with (imageio-ffmpeg)")
+    assert has_ffmpeg(), "imageio-ffmpeg (a package dependency) gives no ffmpeg to write mp4 with"
     # as docs/cleanrl.md keeps it: around the kit env, RecordEpisodeStatistics outside; games 0 and 1 filmed
     env = gym.make("RetroKit/Breakout-v0", render_mode="rgb_array")
     env = gym.wrappers.RecordVideo(

@@ -208,7 +208,7 @@ class UpdateThreads:
 def test_a_real_ppo_run_learns_on_every_core_and_acts_on_fewer(torch_threads):
     """SB3's PPO with 4 env workers (subprocesses, stepping while the learner waits): the thread count the
     rule gives each phase, read inside the rollout (every env step) and inside ``train``."""
-    sb3 = pytest.importorskip("stable_baselines3")
+    import stable_baselines3 as sb3  # a package dependency: a broken install fails here, not skips
     from retro_atari_kit.integrations.sb3.training.callbacks import ThreadsByPhase
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import SubprocVecEnv
