@@ -19,7 +19,6 @@ rollout is the host round trip of every step's values and the numpy GAE.
 from __future__ import annotations
 
 import torch
-from gymnasium import spaces
 from retro_atari_kit.integrations.sb3.device_buffer import DeviceRolloutBuffer
 from retro_atari_kit.integrations.sb3.fast_ppo import DeviceRollouts
 from stable_baselines3 import A2C
@@ -39,11 +38,7 @@ class FastA2C(DeviceRollouts, A2C):
         self._update_learning_rate(self.policy.optimizer)
         # the whole rollout as one batch (SB3 draws one permutation for it, so numpy's RNG moves the same)
         for batch in self.rollout_buffer.get(batch_size=None):
-            actions = batch.actions
-            if isinstance(self.action_space, spaces.Discrete):
-                actions = actions.long().flatten()
-            values, log_prob, entropy = self.policy.evaluate_actions(batch.observations, actions)
-            values = values.flatten()
+            values, log_prob, entropy = self._evaluate(batch)
             advantages = batch.advantages
             if self.normalize_advantage:
                 advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)

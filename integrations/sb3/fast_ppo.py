@@ -171,6 +171,15 @@ class DeviceRollouts:
                 with torch.no_grad():
                     rewards[idx] += self.gamma * self.policy.predict_values(terminal_obs)[0, 0]
 
+    def _evaluate(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(values, log_prob, entropy)`` of a minibatch's actions under the current policy, as SB3's
+        PPO and A2C updates compute them (discrete actions as a flat long tensor, values flattened)."""
+        actions = batch.actions
+        if isinstance(self.action_space, spaces.Discrete):
+            actions = actions.long().flatten()
+        values, log_prob, entropy = self.policy.evaluate_actions(batch.observations, actions)
+        return values.flatten(), log_prob, entropy
+
     def _explained_variance(self) -> torch.Tensor:
         """SB3's explained variance of the rollout's values (numpy's population variance; nan when the
         returns do not vary), as a tensor on the device."""
@@ -200,11 +209,7 @@ class FastPPO(DeviceRollouts, PPO):
         for _ in range(self.n_epochs):
             stats["kl"] = []  # as SB3: the KL logged is the last epoch's
             for batch in self.rollout_buffer.get(self.batch_size):
-                actions = batch.actions
-                if isinstance(self.action_space, spaces.Discrete):
-                    actions = actions.long().flatten()
-                values, log_prob, entropy = self.policy.evaluate_actions(batch.observations, actions)
-                values = values.flatten()
+                values, log_prob, entropy = self._evaluate(batch)
                 advantages = batch.advantages
                 if self.normalize_advantage and len(advantages) > 1:
                     advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
