@@ -11,8 +11,9 @@ window is all training):
 - ``kit-steps<k>``: the same with ``train_freq=k`` and ``batch_size=32k`` (change 1; same samples per step);
 - ``par-steps<k>``: ``kit-steps<k>`` with env play in its own process (change 2; ``pong-dqn-fast`` is k=4).
 
-Each repeat builds every contender afresh, fills ``--learning-starts`` random steps (not timed), then times
-``--steps`` training steps; contenders take turns within a repeat, so slow spells hit all of them.
+Each round builds every contender afresh, fills ``--learning-starts`` random steps (not timed), then times
+``--steps`` training steps; contenders take turns within a round, so slow spells hit all of them; medians
+of ``--rounds`` and of the per-round ratios (``benchmarks/harness.py``).
 
 ``--profile`` instead times the parts of one step on their own (env step, action, replay add / sample, one
 update per batch size), the numbers behind the "where the time goes" table of docs/performance.md.
@@ -25,11 +26,16 @@ Run by hand, never in CI::
 
 from __future__ import annotations
 
-import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+if not __package__:  # run as a file: the repository root on sys.path makes `benchmarks` a package
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import harness  # noqa: E402
 
 BASE_BATCH = 32
 
@@ -115,31 +121,17 @@ def contenders(steps_list: list[int], parallel_list: list[int]) -> dict:
     return out
 
 
-def _cpu_seconds(pids: list[int]) -> float:
-    import psutil
-
-    total = 0.0
-    for pid in pids:
-        times = psutil.Process(pid).cpu_times()
-        total += times.user + times.system
-    return total
-
-
 def measure(make, steps: int, learning_starts: int, threads: int) -> tuple[float, float]:
     """(training steps/s, CPU ms per step of the trainer and the play process together)."""
-    import os
-
     import torch
 
     torch.set_num_threads(threads)  # the parallel path lowers it to cores - 1 for its trainer
     model, venv = make(learning_starts)
     try:
         model.learn(learning_starts)  # random prefill, not timed (the player process starts here too)
-        pids = [os.getpid(), *([venv.pid] if hasattr(venv, "pid") else [])]
-        cpu0, t0 = _cpu_seconds(pids), time.perf_counter()
-        model.learn(steps, reset_num_timesteps=False)
-        wall, cpu = time.perf_counter() - t0, _cpu_seconds(pids) - cpu0
-        return steps / wall, cpu / steps * 1e3
+        with harness.CpuMeter(pids=[venv.pid] if hasattr(venv, "pid") else []) as meter:
+            model.learn(steps, reset_num_timesteps=False)
+        return steps / meter.usage.wall, meter.usage.cpu / steps * 1e3
     finally:
         venv.close()
 
@@ -210,11 +202,13 @@ def profile(batches: list[int], n: int) -> None:
         print(f"  {name:58s} {ms:8.2f}")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    p = harness.parser(__doc__)
+    harness.add_common_options(
+        p, quick="one round of sb3 and kit, 8 steps after 16 random ones, a 1,000-transition replay"
+    )
     p.add_argument("--steps", type=int, default=800, help="timed training steps per measurement")
     p.add_argument("--learning-starts", type=int, default=1000, help="random prefill steps (not timed)")
-    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--kit-steps", type=int, nargs="*", default=[2, 4, 6], help="train_freq values (change 1)")
     p.add_argument(
         "--par-steps", type=int, nargs="*", default=[4], help="train_freq values with play process"
@@ -222,7 +216,7 @@ def main() -> None:
     p.add_argument("--only", nargs="*", default=None, help="run only these contenders")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's, = cores)")
     p.add_argument("--profile", action="store_true", help="time the parts of a step instead")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.profile:
         profile([32, 128], 200)
         return
@@ -230,28 +224,40 @@ def main() -> None:
 
     args.threads = args.threads or torch.get_num_threads()
     table = contenders(args.kit_steps, args.par_steps)
+    if args.quick:
+        small = {"buffer_size": 1000}
+        table = {
+            "sb3": lambda ls: make_sb3(ls, overrides=small),
+            "kit": lambda ls: make_kit(1, ls, overrides=small),
+        }
+        args.rounds, args.steps, args.learning_starts = 1, 8, 16
     if args.only:
         table = {k: v for k, v in table.items() if k in args.only}
-    results: dict[str, list[float]] = {k: [] for k in table}
-    cpu: dict[str, list[float]] = {k: [] for k in table}
-    for r in range(args.repeats):
-        for name, make in table.items():
-            sps, ms = measure(make, args.steps, args.learning_starts, args.threads)
-            results[name].append(sps)
-            cpu[name].append(ms)
-            print(f"  repeat {r}: {name:15s} {sps:7.1f} steps/s, {ms:6.1f} CPU ms/step", flush=True)
-    med = {k: statistics.median(v) for k, v in results.items()}
-    print(
-        f"\nDQN Pong, 1 env, {args.steps} training steps after {args.learning_starts} random ones, "
-        f"median of {args.repeats}, {args.threads} torch thread(s) (parallel: trainer cores - 1)"
+    cells = {
+        name: (lambda make=make: measure(make, args.steps, args.learning_starts, args.threads))
+        for name, make in table.items()
+    }
+    samples = harness.alternate(
+        cells, args.rounds, show=lambda name, v: f"{name:15s} {v[0]:7.1f} steps/s, {v[1]:6.1f} CPU ms/step"
     )
-    print("| contender | steps/s (median; repeats) | / sb3 | / kit | CPU ms per step |")
-    print("|---|---|---|---|---|")
-    for k, v in results.items():
-        reps = ", ".join(f"{x:.1f}" for x in v)
-        sb3 = f"{med[k] / med['sb3']:.2f}x" if "sb3" in med else "-"
-        kit = f"{med[k] / med['kit']:.2f}x" if "kit" in med else "-"
-        print(f"| {k} | {med[k]:.1f} ({reps}) | {sb3} | {kit} | {statistics.median(cpu[k]):.1f} |")
+    report = harness.Report()
+    report.add(
+        f"## DQN Pong, 1 env, {args.steps} training steps after {args.learning_starts} random ones, "
+        f"median of {samples.rounds} rounds, {args.threads} torch thread(s) (parallel: trainer cores - 1)",
+        "",
+    )
+    rows = [
+        [
+            k,
+            f"{harness.num(samples.median(k, 0))} ({harness.each(samples.of(k, 0))})",
+            harness.ratio(samples.median_ratio(k, "sb3", 0)),
+            harness.ratio(samples.median_ratio(k, "kit", 0)),
+            harness.num(samples.median(k, 1)),
+        ]
+        for k in table
+    ]
+    report.table(["contender", "steps/s (median; rounds)", "/ sb3", "/ kit", "CPU ms per step"], rows)
+    report.write(args.out)
 
 
 if __name__ == "__main__":

@@ -9,18 +9,23 @@ Both use the zoo DQN hyperparameters except ``learning_starts`` (``--learning-st
 within the measured window). Also reported: bytes of the replay arrays for 100k and 1M transitions, and the
 time of ``buffer.sample(32)`` on a buffer holding the same real transitions.
 
-Run by hand, never in CI::
+Contenders alternate in rounds; medians of ``--rounds`` and of the per-round ratios
+(``benchmarks/harness.py``). Run by hand, never in CI::
 
     python benchmarks/dqn_throughput.py
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+if not __package__:  # run as a file: the repository root on sys.path makes `benchmarks` a package
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import harness  # noqa: E402
 
 
 def _kwargs(learning_starts: int, buffer_size: int) -> dict:
@@ -92,36 +97,57 @@ def sample_time(model, n: int = 200) -> float:
     return (time.perf_counter() - t0) / n
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=2000, help="measured env steps per repeat")
+def _one(make, steps: int, learning_starts: int, buffer_size: int) -> tuple[float, float]:
+    """(training steps/s, seconds per ``sample(32)``) of a fresh model."""
+    model = make(learning_starts, buffer_size)
+    try:
+        return measure(model, steps, learning_starts), sample_time(model)
+    finally:
+        model.get_env().close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = harness.parser(__doc__)
+    harness.add_common_options(p, quick="one round, 8 steps after 16 random ones, a 1,000-transition replay")
+    p.add_argument("--steps", type=int, default=2000, help="measured env steps per round")
     p.add_argument("--learning-starts", type=int, default=1000)
-    p.add_argument("--repeats", type=int, default=3)
-    args = p.parse_args()
-    for name, sizes in replay_bytes().items():
-        print(f"{name:26s} " + "  ".join(f"{n:>9,d}: {b / 1e9:6.2f} GB" for n, b in sizes.items()))
-    results: dict[str, list[float]] = {"sb3": [], "kit": []}
-    samples: dict[str, list[float]] = {"sb3": [], "kit": []}
-    for r in range(args.repeats):
-        for name, make in (("sb3", make_sb3), ("kit", make_kit)):
-            model = make(args.learning_starts, 100_000)
-            sps = measure(model, args.steps, args.learning_starts)
-            samples[name].append(sample_time(model))
-            model.get_env().close()
-            results[name].append(sps)
-            print(
-                f"  repeat {r}: {name:4s} {sps:7.1f} steps/s, sample(32) {samples[name][-1] * 1e3:.2f} ms",
-                flush=True,
-            )
-    med = {k: statistics.median(v) for k, v in results.items()}
-    smp = {k: statistics.median(v) for k, v in samples.items()}
-    print(
-        f"\nDQN Pong, 1 env, zoo hyperparameters (learning_starts={args.learning_starts}), median of "
-        f"{args.repeats}"
+    args = p.parse_args(argv)
+    buffer_size = 100_000
+    if args.quick:
+        args.rounds, args.steps, args.learning_starts, buffer_size = 1, 8, 16, 1000
+    report = harness.Report()
+    report.add("## Replay arrays, bytes", "")
+    sizes = replay_bytes()
+    counts = list(next(iter(sizes.values())))
+    report.table(
+        ["replay", *(f"{n:,d} transitions" for n in counts)],
+        [[name, *(f"{b / 1e9:.2f} GB" for b in by_n.values())] for name, by_n in sizes.items()],
     )
-    for k in med:
-        print(f"  {k:4s} {med[k]:7.1f} steps/s   sample(32) {smp[k] * 1e3:.2f} ms")
-    print(f"  kit / sb3 = {med['kit'] / med['sb3']:.2f}x steps/s")
+    cells = {
+        name: (lambda make=make: _one(make, args.steps, args.learning_starts, buffer_size))
+        for name, make in (("sb3", make_sb3), ("kit", make_kit))
+    }
+    samples = harness.alternate(
+        cells,
+        args.rounds,
+        show=lambda name, v: f"{name:4s} {v[0]:7.1f} steps/s, sample(32) {v[1] * 1e3:.2f} ms",
+    )
+    report.add(
+        f"## DQN Pong, 1 env, zoo hyperparameters (learning_starts={args.learning_starts}), median of "
+        f"{samples.rounds} rounds",
+        "",
+    )
+    rows = [
+        [
+            name,
+            harness.num(samples.median(name, 0)),
+            f"{samples.median(name, 1) * 1e3:.2f}",
+            harness.ratio(samples.median_ratio(name, "sb3", 0)),
+        ]
+        for name in cells
+    ]
+    report.table(["contender", "steps/s", "sample(32), ms", "/ sb3 (median of per-round ratios)"], rows)
+    report.write(args.out)
 
 
 if __name__ == "__main__":

@@ -18,20 +18,24 @@ step loop. py-spy's own pauses are avoided (``--nonblocking``); repeat a few tim
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
+
+if not __package__:  # run as a file: the repository root on sys.path makes `benchmarks` a package
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import harness  # noqa: E402
 
 LOOP_MARK = "_timed_loop"  # the function whose samples count
 
 CHILD = r"""
 import sys, time
 import numpy as np
-sys.path.insert(0, {bench!r})
-import vec_throughput as vb
+sys.path.insert(0, {root!r})
+from benchmarks import vec_throughput as vb
 
 def make(name, n):
     if name == "kit native":
@@ -71,7 +75,7 @@ def gil_time(name: str, n: int, seconds: float, rate: int) -> tuple[float, float
     with tempfile.TemporaryDirectory() as folder:
         script, raw = os.path.join(folder, "child.py"), os.path.join(folder, "samples.txt")
         with open(script, "w") as f:
-            f.write(CHILD.format(bench=os.path.dirname(os.path.abspath(__file__))))
+            f.write(CHILD.format(root=str(harness.ROOT)))
         command = ["py-spy", "record", "--gil", "--nonblocking", "--rate", str(rate), "--format", "raw"]
         proc = subprocess.run(
             [*command, "--output", raw, "--", sys.executable, script, name, str(n), str(seconds)],
@@ -91,28 +95,48 @@ def gil_time(name: str, n: int, seconds: float, rate: int) -> tuple[float, float
     return samples / rate / int(env_steps) * 1e6, int(env_steps) / float(wall)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
+    harness.add_common_options(
+        parser, rounds=1, quick="N = 2, one sampled second, the kit's native backend only"
     )
     parser.add_argument("--sizes", type=int, nargs="+", default=[8])
     parser.add_argument("--seconds", type=float, default=6.0, help="length of each sampled step loop")
     parser.add_argument("--rate", type=int, default=1000, help="py-spy samples per second")
     parser.add_argument("--only", nargs="+", help="contenders whose name contains one of these words")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes, args.seconds, args.rounds, args.only = [2], 1.0, 1, ["kit native"]
     if shutil.which("py-spy") is None:
         raise SystemExit("gil_time.py needs py-spy: pip install py-spy")
     names = [c for c in CONTENDERS if not args.only or any(word in c for word in args.only)]
-    print("| contender | N | GIL held, µs per env step | env steps/s while sampled |")
-    print("|---|---|---|---|")
-    for n in args.sizes:
-        for name in names:
-            try:
-                held, rate = gil_time(name, n, args.seconds, args.rate)
-            except (RuntimeError, OSError) as exc:
-                print(f"| {name} | {n} | failed: {str(exc).splitlines()[-1][:80]} | |")
-                continue
-            print(f"| {name} | {n} | {held:.1f} | {rate:,.0f} |", flush=True)
+    cells = {
+        (name, n): (lambda name=name, n=n: gil_time(name, n, args.seconds, args.rate))
+        for n in args.sizes
+        for name in names
+    }
+    samples = harness.alternate(
+        cells,
+        args.rounds,
+        catch=True,
+        show=lambda key, v: f"N={key[1]} {key[0]}: {v[0]:.1f} us held per env step",
+    )
+    report = harness.Report()
+    report.add(
+        f"## GIL held per env step (py-spy at {args.rate}/s, {args.seconds:g} s loops, "
+        f"median of {samples.rounds} rounds)",
+        "",
+    )
+    rows = []
+    for name, n in cells:
+        if (name, n) in samples.errors:
+            rows.append([name, n, f"failed: {str(samples.errors[(name, n)]).splitlines()[-1][:80]}", ""])
+        else:
+            rows.append(
+                [name, n, f"{samples.median((name, n), 0):.1f}", harness.num(samples.median((name, n), 1))]
+            )
+    report.table(["contender", "N", "GIL held, µs per env step", "env steps/s while sampled"], rows)
+    report.write(args.out)
 
 
 if __name__ == "__main__":

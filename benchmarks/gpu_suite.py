@@ -1,7 +1,8 @@
 """The GPU suite: on a CUDA machine, one command runs the CUDA-only tests and the GPU benchmarks (< 10 min).
 
-Sections, each with its own time budget (repeats alternate the contenders until the budget is spent, at
-least one; the median is reported), all in one run so the ratios are side by side:
+Sections, each with its own time budget (rounds alternate the contenders until the budget is spent, at
+least one; medians of the rounds and of the per-round ratios are reported, ``benchmarks/harness.py``), all
+in one run so the ratios are side by side:
 
 1. **tests**: ``pytest tests/gpu/test_cuda.py`` (every model, SB3 policy and preset on ``cuda``, bf16
    autocast, the compact replay's pinned / non-blocking copies against the CPU path).
@@ -33,29 +34,30 @@ mean nothing. Run by hand::
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 import platform
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# the hand-run benchmarks this suite reuses (this script's folder is on sys.path when it is run); imported
-# here so that forkserver workers (SB3's SubprocVecEnv) find them preloaded
-import dqn_fast_throughput as dqn_bench
-import ppo_throughput as ppo_bench
 import torch
-import vec_throughput as vec_bench
 
-ROOT = Path(__file__).resolve().parent.parent
+if not __package__:  # run as a file: the repository root on sys.path makes `benchmarks` a package
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# the hand-run benchmarks this suite reuses, imported here so that forkserver workers (SB3's SubprocVecEnv)
+# find them preloaded
+from benchmarks import dqn_fast_throughput as dqn_bench  # noqa: E402
+from benchmarks import harness  # noqa: E402
+from benchmarks import ppo_throughput as ppo_bench  # noqa: E402
+from benchmarks import vec_throughput as vec_bench  # noqa: E402
+from benchmarks.harness import ROOT, Clock, Report, Samples  # noqa: E402
+
 CUDA_TESTS = "tests/gpu/test_cuda.py"
 NO_CUDA = "no CUDA device: the GPU suite needs one; nothing measured"
 
@@ -119,95 +121,6 @@ SMOKE_PLAN = Plan(
     dqn_budget=1.0,
     max_repeats=1,
 )
-
-
-class Clock:
-    """Budgets: a section stops starting repeats when its budget is spent, the suite at its total."""
-
-    def __init__(self, total: float) -> None:
-        self.start = time.monotonic()
-        self.total = total
-
-    def left(self) -> float:
-        return self.total - (time.monotonic() - self.start)
-
-    def repeats(self, budget: float, max_repeats: int, one_round: Callable[[int], None]) -> int:
-        """Run ``one_round(r)`` at least once, again while the section's budget (and the total) has room for
-        another round as long as the last one; returns the rounds run."""
-        end = time.monotonic() + budget
-        done = 0
-        while done < max_repeats:
-            t0 = time.monotonic()
-            one_round(done)
-            done += 1
-            took = time.monotonic() - t0
-            if time.monotonic() + took > end or self.left() < took:
-                break
-        return done
-
-
-def _first_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
-    return text[0][:160] if text else type(exc).__name__
-
-
-class Report:
-    """The markdown report, and whether anything failed."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.failed = False
-
-    def add(self, *lines: str) -> None:
-        self.lines.extend(lines)
-        print(*lines, sep="\n", flush=True)
-
-    def table(self, header: list[str], rows: list[list[str]]) -> None:
-        self.add(
-            "| " + " | ".join(header) + " |",
-            "|" + "---|" * len(header),
-            *("| " + " | ".join(row) + " |" for row in rows),
-            "",
-        )
-
-    def error(self, what: str, exc: BaseException) -> None:
-        """Record a measurement that raised (its traceback went to stderr when it was caught)."""
-        self.failed = True
-        self.add(f"- error in {what}: {_first_line(exc)}")
-
-
-class Cells:
-    """Measurements by cell (contender, size), taken in rounds; a cell that raised is not measured again
-    (its traceback goes to stderr, one line to the report), so one broken contender costs only its cell."""
-
-    def __init__(self) -> None:
-        self.samples: dict[object, list] = {}
-        self.errors: dict[object, BaseException] = {}
-
-    def measure(self, key: object, fn: Callable[[], object]) -> None:
-        if key in self.errors:
-            return
-        try:
-            self.samples.setdefault(key, []).append(fn())
-        except Exception as exc:
-            self.errors[key] = exc
-            traceback.print_exc(file=sys.stderr)
-
-    def median(self, key: object, index: int | None = None) -> float | None:
-        values = [v if index is None else v[index] for v in self.samples.get(key, [])]
-        return statistics.median(values) if values else None
-
-    def report_errors(self, report: Report, section: str) -> None:
-        for key, exc in self.errors.items():
-            report.error(f"{section} {key}", exc)
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    return "-" if a is None or not b else f"{a / b:.2f}x"
 
 
 # -- header ---------------------------------------------------------------------------------------------
@@ -305,22 +218,22 @@ def env_contenders() -> dict[str, Callable]:
 
 
 def run_env(report: Report, plan: Plan, clock: Clock) -> None:
-    contenders, cells = env_contenders(), Cells()
+    contenders = env_contenders()
     steps, warmup = plan.env_vector_steps, plan.env_warmup
-
-    def one_round(_: int) -> None:
-        for n in plan.env_sizes:
-            for name, make in contenders.items():
-                cells.measure((name, n), lambda make=make, n=n: vec_bench.measure(make, n, steps, warmup))
-
-    rounds = clock.repeats(plan.env_budget, plan.max_repeats, one_round)
+    cells = {
+        (name, n): (lambda make=make, n=n: vec_bench.measure(make, n, steps, warmup))
+        for n in plan.env_sizes
+        for name, make in contenders.items()
+    }
+    samples = _alternate(cells, plan, plan.env_budget, clock)
+    rounds = samples.rounds
     report.add(
         f"## Env throughput: Pong, random actions, env steps/s (median of {rounds}; "
         f"{plan.env_vector_steps} vector steps per measurement)",
         "",
     )
     sizes = plan.env_sizes
-    rows = [[name, *(_num(cells.median((name, n))) for n in sizes)] for name in contenders]
+    rows = [[name, *(harness.num(samples.median((name, n))) for n in sizes)] for name in contenders]
     kit = "kit gym.make_vec (auto)"
     others = (
         "kit native, one process",
@@ -331,12 +244,12 @@ def run_env(report: Report, plan: Plan, clock: Clock) -> None:
     )
     for other in (*others, "ale-py AtariVectorEnv (raw, ceiling)"):
         if other in contenders:
-            ratios = (_ratio(cells.median((kit, n)), cells.median((other, n))) for n in sizes)
+            ratios = (harness.ratio(samples.median_ratio((kit, n), (other, n))) for n in sizes)
             rows.append([f"kit / {other}", *ratios])
     report.table(["contender", *(f"N={n}" for n in sizes)], rows)
     if "EnvPool" not in contenders:
         report.add("EnvPool is not installed here (`pip install envpool`): its row is missing.", "")
-    cells.report_errors(report, "env")
+    report.errors(samples, "env")
 
 
 # -- 3. PPO ---------------------------------------------------------------------------------------------
@@ -374,14 +287,14 @@ def _ppo_section(
 ) -> None:
     """One PPO throughput table: ``contenders`` alternated over both networks until ``budget`` is spent, the
     medians and each kit contender's ratio to ``sb3``, headed by ``title(plan)`` and followed by ``note``."""
-    contenders_list, networks, cells = list(contenders), ("nature", "impala"), Cells()
-
-    def one_round(_: int) -> None:
-        for net in networks:
-            for name, make in contenders.items():
-                cells.measure((name, net), lambda make=make, net=net: _ppo_steps_per_second(make, net, plan))
-
-    rounds = clock.repeats(budget, plan.max_repeats, one_round)
+    contenders_list, networks = list(contenders), ("nature", "impala")
+    cells = {
+        (name, net): (lambda make=make, net=net: _ppo_steps_per_second(make, net, plan))
+        for net in networks
+        for name, make in contenders.items()
+    }
+    samples = _alternate(cells, plan, budget, clock)
+    rounds = samples.rounds
     report.add(
         f"{title(plan)} on {plan.device}: training steps/s (median of {rounds}; {plan.ppo_rollouts} "
         f"rollout(s) after {plan.ppo_warmup} warm-up)",
@@ -390,13 +303,16 @@ def _ppo_section(
     kits = [c for c in contenders_list if c != "sb3"]
     rows = []
     for net in networks:
-        med = {c: cells.median((c, net)) for c in contenders_list}
         rows.append(
-            [net, *(_num(med[c]) for c in contenders_list), *(_ratio(med[c], med["sb3"]) for c in kits)]
+            [
+                net,
+                *(harness.num(samples.median((c, net))) for c in contenders_list),
+                *(harness.ratio(samples.median_ratio((c, net), ("sb3", net))) for c in kits),
+            ]
         )
     report.table(["network", *contenders_list, *(f"{c} / sb3" for c in kits)], rows)
     report.add(note, "")
-    cells.report_errors(report, what)
+    report.errors(samples, what)
 
 
 def _preset_shape(preset: str, plan: Plan) -> str:
@@ -467,24 +383,29 @@ def dqn_contenders(plan: Plan) -> dict[str, Callable]:
 
 
 def run_dqn(report: Report, plan: Plan, clock: Clock, threads: int) -> None:
-    contenders, cells = dqn_contenders(plan), Cells()
+    contenders = dqn_contenders(plan)
     steps, prefill = plan.dqn_steps, plan.dqn_learning_starts
-
-    def one_round(_: int) -> None:
-        for name, make in contenders.items():  # (steps/s, CPU ms per step)
-            cells.measure(name, lambda make=make: dqn_bench.measure(make, steps, prefill, threads))
-
-    rounds = clock.repeats(plan.dqn_budget, plan.max_repeats, one_round)
+    cells = {  # (steps/s, CPU ms per step)
+        name: (lambda make=make: dqn_bench.measure(make, steps, prefill, threads))
+        for name, make in contenders.items()
+    }
+    samples = _alternate(cells, plan, plan.dqn_budget, clock)
+    rounds = samples.rounds
     torch.set_num_threads(threads)  # the play process's trainer lowers it
     report.add(
         f"## DQN, Pong, 1 env, on {plan.device}: training steps/s over {steps} steps after {prefill} "
         f"random ones (median of {rounds})",
         "",
     )
-    med = {c: cells.median(c, 0) for c in contenders}
     sync = "kit sync (pong-dqn)"
     rows = [
-        [c, _num(med[c]), _ratio(med[c], med["sb3"]), _ratio(med[c], med[sync]), _num(cells.median(c, 1))]
+        [
+            c,
+            harness.num(samples.median(c, 0)),
+            harness.ratio(samples.median_ratio(c, "sb3", 0)),
+            harness.ratio(samples.median_ratio(c, sync, 0)),
+            harness.num(samples.median(c, 1)),
+        ]
         for c in contenders
     ]
     report.table(["contender", "steps/s", "/ sb3", "/ kit sync", "CPU ms per step"], rows)
@@ -493,14 +414,20 @@ def run_dqn(report: Report, plan: Plan, clock: Clock, threads: int) -> None:
         "steps per update of batch 128 (`KitDQNPolicy`), without and with env play in its own process.",
         "",
     )
-    cells.report_errors(report, "DQN")
+    report.errors(samples, "DQN")
 
 
 SECTIONS = ("tests", "env", "ppo", "ppo-fast", "dqn")
 
 
+def _alternate(cells: dict, plan: Plan, budget: float, clock: Clock) -> Samples:
+    """A section's rounds: up to ``plan.max_repeats``, within its budget and the suite's; a cell that raises
+    costs only itself (one line in the report, its traceback on stderr)."""
+    return harness.alternate(cells, plan.max_repeats, budget=budget, clock=clock, catch=True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = harness.parser(__doc__)
     p.add_argument("--out", default="gpu_suite.md", help="markdown report (default: gpu_suite.md in the cwd)")
     p.add_argument(
         "--cpu-smoke",
@@ -532,12 +459,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         runners[name]()
         report.add(f"Section {name}: {time.monotonic() - t0:.0f} s.", "")
-    report.add(f"Total {time.monotonic() - clock.start:.0f} s.")
-    out = Path(args.out)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text("\n".join(report.lines) + "\n")
-    os.replace(tmp, out)  # a report is either whole or absent
-    print(f"report written to {out}", file=sys.stderr)
+    report.add(f"Total {clock.elapsed():.0f} s.")
+    report.write(args.out)
     return 1 if report.failed else 0
 
 

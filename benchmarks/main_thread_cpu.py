@@ -27,25 +27,30 @@ worker process per env, its warp done there; process CPU then counts only the ca
 game given to ``--retro``, with SB3 ``SubprocVecEnv`` + ``VecFrameStack(4)`` over the same per-env stack
 (the kit's, built with ``frame_stack=1`` as the kit's workers build it) and, with ``--retro-before REV``,
 the kit's subprocess backend as it was at git revision ``REV`` (its ``vector/subprocess.py`` loaded from
-git, over the current package). Prints the medians of ``--repeats`` (the contenders interleaved) and the
-wall-clock env steps/s of the same loops.
+git, over the current package). Prints the medians of ``--rounds`` (the contenders alternated in each
+round, ``benchmarks/harness.py``), the wall-clock env steps/s of the same loops, cores busy (process CPU /
+wall) and medians of per-round ratios; ``--out`` also writes the tables to a file.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import vec_throughput  # the async runner, shared with gpu_suite.py (this folder is on sys.path)
+
+if not __package__:  # run as a file: the repository root on sys.path makes `benchmarks` a package
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import harness, vec_throughput  # noqa: E402  (vec_throughput: the async runners)
 
 
 def kit_native(n: int):
@@ -234,20 +239,10 @@ def envpool_pong(n: int):
     return envpool.make_gymnasium("Pong-v5", num_envs=n, batch_size=n, seed=0)
 
 
-def _workers_cpu(env) -> float:
-    """CPU seconds so far of the env's worker processes (none: 0), from /proc (Linux)."""
-    total = 0
-    for pid in getattr(env, "worker_pids", None) or []:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / os.sysconf("SC_CLK_TCK")
-
-
 def measure(factory: Callable[[int], gym.vector.VectorEnv], n: int, steps: int, warmup: int = 50):
     """(calling-thread CPU us per env step, whole-process CPU us per env step, wall env steps/s) over
-    ``steps`` vector steps. Process CPU counts every thread (emulation, warp, the calling thread) and, for
-    the sharded native backend, its worker processes."""
+    ``steps`` vector steps. Process CPU counts every thread (emulation, warp, the calling thread) and the
+    env's worker processes (the sharded native backend's, stable-retro's): ``harness.CpuMeter``."""
     env = factory(n)
     try:
         actions = np.random.default_rng(0).integers(0, env.single_action_space.n, size=(steps + warmup, n))
@@ -257,25 +252,22 @@ def measure(factory: Callable[[int], gym.vector.VectorEnv], n: int, steps: int, 
         for t in range(warmup):
             env.step(actions[t])
         cpu = 0.0
-        start, process_start = time.perf_counter(), time.process_time() + _workers_cpu(env)
-        for t in range(warmup, warmup + steps):
-            before = time.thread_time()
-            env.step(actions[t])
-            cpu += time.thread_time() - before
-        process = time.process_time() + _workers_cpu(env) - process_start
-        wall = time.perf_counter() - start
-        return cpu / (steps * n) * 1e6, process / (steps * n) * 1e6, steps * n / wall
+        with harness.CpuMeter(getattr(env, "worker_pids", None) or []) as meter:
+            for t in range(warmup, warmup + steps):
+                before = time.thread_time()
+                env.step(actions[t])
+                cpu += time.thread_time() - before
+        usage = meter.usage
+        return cpu / (steps * n) * 1e6, usage.cpu / (steps * n) * 1e6, steps * n / usage.wall
     finally:
         env.close()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.parser(__doc__)
+    harness.add_common_options(parser, quick="N = 2, 200 env steps, one round, the kit and raw ale-py only")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 8, 16])
     parser.add_argument("--env-steps", type=int, default=8000, help="env steps per measurement (all N envs)")
-    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
         "--floor",
         action="store_true",
@@ -312,7 +304,10 @@ def main() -> None:
         help="also the kit's and EnvPool's async send/recv APIs, batches of N // 2 (two batches per step)",
     )
     parser.add_argument("--only", nargs="+", help="contenders whose name contains one of these words")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes, args.env_steps, args.rounds = [2], 200, 1
+        args.only = args.only or ["kit native", "raw"]
     before = load_subprocess_module_at(args.retro_before) if args.retro_before else None
     contenders = {
         "kit native": kit_native,
@@ -347,66 +342,75 @@ def main() -> None:
     if args.only:
         words = [w.lower() for w in args.only]
         contenders = {name: f for name, f in contenders.items() if any(w in name.lower() for w in words)}
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    steps = f"{args.env_steps} env steps per measurement"
-    print(f"random actions, {steps}, median of {args.repeats}; load average {load}")
-    rows = []
-    ratios: list[tuple[str, int, str, float, float]] = []
-    ale_ratios: list[tuple[int, str, float]] = []
-    for n in args.sizes:
-        samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in contenders}
-        for _ in range(args.repeats):
-            for name, factory in contenders.items():
-                samples[name].append(measure(factory, n, max(args.env_steps // n, 100)))
-        for name in contenders:
-            cpu, process, fps = (float(np.median([s[k] for s in samples[name]])) for k in range(3))
-            rows.append((name, n, cpu, process, fps))
-            each = ", ".join(f"{s[0]:.1f}" for s in samples[name])
-            print(
-                f"  N={n:<3d} {name:44s} {cpu:6.1f} us/env step ({each}); process {process:4.0f} us; "
-                f"{fps:6.0f} env steps/s; {process * fps / 1e6:.2f} cores busy",
-                flush=True,
-            )
-        others = ("EnvPool", "raw AtariVectorEnv", "kit native, one process", "kit native, before issue 35")
-        for other in others:
-            if "kit native" in samples and other in samples:
-                # ratios within each round (the contenders ran back to back), then their median
-                fps = [a[2] / b[2] for a, b in zip(samples["kit native"], samples[other], strict=True)]
-                ale_ratios.append((n, other, float(np.median(fps))))
-                each = ", ".join(f"{r:.2f}" for r in fps)
-                print(f"  N={n:<3d} kit native / {other}: env steps/s {ale_ratios[-1][2]:.2f}x ({each})")
-        for game in args.retro or []:
-            kit = samples.get(f"kit retro {game}")
-            for other in (f"kit retro {game} at {args.retro_before}", f"SB3 SubprocVecEnv retro {game}"):
-                if kit is None or other not in samples:
-                    continue
-                # ratios within each round (the contenders ran back to back), then their median
-                cpu = [a[0] / b[0] for a, b in zip(kit, samples[other], strict=True)]
-                fps = [a[2] / b[2] for a, b in zip(kit, samples[other], strict=True)]
-                ratios.append((game, n, other, float(np.median(cpu)), float(np.median(fps))))
-                print(
-                    f"  N={n:<3d} kit / {other}: calling-thread CPU {ratios[-1][3]:.2f}x "
-                    f"({', '.join(f'{r:.2f}' for r in cpu)}), env steps/s {ratios[-1][4]:.2f}x "
-                    f"({', '.join(f'{r:.2f}' for r in fps)})",
-                    flush=True,
-                )
     print(
-        "\n| contender | N | calling thread, us per env step | process, us per env step | env steps/s "
-        "| cores busy |"
+        f"random actions, {args.env_steps} env steps per measurement, median of {args.rounds} rounds; "
+        f"load average {harness.load_average()}"
     )
-    print("|---|---|---|---|---|---|")
-    for name, n, cpu, process, fps in rows:
-        print(f"| {name} | {n} | {cpu:.1f} | {process:.0f} | {fps:,.0f} | {process * fps / 1e6:.2f} |")
-    if ale_ratios:
-        print("\n| N | kit native against | env steps/s, kit / other (median of per-round ratios) |")
-        print("|---|---|---|")
-        for n, other, fps in ale_ratios:
-            print(f"| {n} | {other} | {fps:.2f}x |")
-    if ratios:
-        print("\n| game | N | kit against | calling-thread CPU, kit / other | env steps/s, kit / other |")
-        print("|---|---|---|---|---|")
-        for game, n, other, cpu, fps in ratios:
-            print(f"| {game} | {n} | {other} | {cpu:.2f}x | {fps:.2f}x |")
+    samples = harness.Samples()  # (calling-thread us, process us, env steps/s) per (contender, N)
+    for n in args.sizes:
+        steps = max(args.env_steps // n, 100)
+        cells = {
+            (name, n): (lambda f=f, n=n, steps=steps: measure(f, n, steps)) for name, f in contenders.items()
+        }
+        harness.alternate(
+            cells,
+            args.rounds,
+            samples=samples,
+            show=lambda key, v: (
+                f"N={key[1]:<3d} {key[0]:44s} {v[0]:6.1f} us/env step; process {v[1]:4.0f} us; "
+                f"{v[2]:6.0f} env steps/s"
+            ),
+        )
+    report = harness.Report()
+    rows = []
+    for n in args.sizes:
+        for name in contenders:
+            cpu, process, fps = (samples.median((name, n), k) for k in range(3))
+            # cores busy = process CPU per env step x env steps/s, in each round, then the median
+            busy = statistics.median(p * f / 1e6 for _, p, f in samples.values[(name, n)].values())
+            rows.append([name, n, f"{cpu:.1f}", f"{process:.0f}", harness.num(fps), f"{busy:.2f}"])
+    report.table(
+        [
+            "contender",
+            "N",
+            "calling thread, us per env step",
+            "process, us per env step",
+            "env steps/s",
+            "cores busy",
+        ],
+        rows,
+    )
+    others = ("EnvPool", "raw AtariVectorEnv", "kit native, one process", "kit native, before issue 35")
+    rows = [
+        [n, other, harness.ratio(samples.median_ratio(("kit native", n), (other, n), 2))]
+        for n in args.sizes
+        for other in others
+        if "kit native" in contenders and other in contenders
+    ]
+    if rows:
+        report.table(
+            ["N", "kit native against", "env steps/s, kit / other (median of per-round ratios)"], rows
+        )
+    rows = []
+    for game in args.retro or []:
+        kit = f"kit retro {game}"
+        for n in args.sizes:
+            for other in (f"kit retro {game} at {args.retro_before}", f"SB3 SubprocVecEnv retro {game}"):
+                if kit in contenders and other in contenders:
+                    rows.append(
+                        [
+                            game,
+                            n,
+                            other,
+                            harness.ratio(samples.median_ratio((kit, n), (other, n), 0)),
+                            harness.ratio(samples.median_ratio((kit, n), (other, n), 2)),
+                        ]
+                    )
+    if rows:
+        report.table(
+            ["game", "N", "kit against", "calling-thread CPU, kit / other", "env steps/s, kit / other"], rows
+        )
+    report.write(args.out)
 
 
 if __name__ == "__main__":

@@ -3,10 +3,11 @@
 ``main_thread_cpu.py`` compares contenders that live in the current package; a change to the native
 backend is judged against the same backend *before* the change. Each measurement here runs in its own
 Python process (so two versions of ``retro_atari_kit`` never share one), the contenders alternated round
-by round; ``--before REV`` checks ``REV`` out into a temporary git worktree and puts it first on that
-process's ``sys.path``. Per contender: calling-thread CPU and process CPU per env step, env steps/s,
-cores busy (process CPU x throughput); ratios are medians of the per-round ratios. Run by hand, never in
-CI, on an otherwise idle machine::
+by round; ``--before REV`` checks ``REV`` out into a temporary git worktree whose ``retro_atari_kit`` that
+process imports (the benchmark's own code, ``benchmarks/harness.py`` included, is this checkout's). Per
+contender: calling-thread CPU and process CPU per env step, env steps/s, cores busy (process CPU x
+throughput); ratios are medians of the per-round ratios; ``--out`` also writes the table to a file. Run by
+hand, never in CI, on an otherwise idle machine::
 
     python benchmarks/native_ab.py --before HEAD~1 --sizes 4 8 --rounds 5
     python benchmarks/native_ab.py --before HEAD~1 --sizes 4 8 --rounds 5 --with envpool raw
@@ -14,82 +15,124 @@ CI, on an otherwise idle machine::
 
 from __future__ import annotations
 
-import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
-import numpy as np
+if not __package__:  # run as a file: the repository root on sys.path makes `benchmarks` a package
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import harness  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEFORE = "RETROKIT_AB_PACKAGE"  # the child's environment: the checkout whose retro_atari_kit it measures
 
 
 def child(contender: str, n: int, steps: int) -> None:
-    """In a child process: print ``main_thread_cpu.measure``'s calling-thread and process CPU us per env step
-    and env steps/s for one contender (the kit from whichever ``retro_atari_kit`` is first on sys.path)."""
-    from main_thread_cpu import envpool_pong, kit_native, measure, raw_ale
+    """In a child process: print ``main_thread_cpu.measure``'s calling-thread and process CPU us per env step,
+    env steps/s, and the file of the ``retro_atari_kit`` measured (the checkout in ``$RETROKIT_AB_PACKAGE``
+    if set, else this one)."""
+    from benchmarks.main_thread_cpu import envpool_pong, kit_native, measure, raw_ale
 
+    before = os.environ.get(BEFORE)
+    if before:
+        # the benchmark's own modules are loaded (from this checkout); the kit is not yet: it comes from there
+        assert "retro_atari_kit" not in sys.modules, "the kit was imported before its checkout was chosen"
+        sys.path.insert(0, before)
     factory = {"kit": kit_native, "envpool": envpool_pong, "raw": raw_ale}[contender]
-    print(*measure(factory, n, steps))
+    figures = measure(factory, n, steps)
+    kit = sys.modules.get("retro_atari_kit")
+    print(*figures, kit.__file__ if kit is not None else "-")
 
 
 def run(contender: str, n: int, steps: int, before: str | None) -> tuple[float, float, float]:
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop(BEFORE, None)
     if contender == "kit before":
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (before, env.get("PYTHONPATH")) if p)
+        env[BEFORE] = before
     name = "kit" if contender.startswith("kit") else contender
     out = subprocess.run(
-        [sys.executable, __file__, "--child", name, str(n), str(steps)],
+        [sys.executable, os.path.abspath(__file__), "--child", name, str(n), str(steps)],
         capture_output=True,
         text=True,
         env=env,
-        cwd=tempfile.gettempdir(),  # not the checkout: its package would come first on sys.path
+        cwd=tempfile.gettempdir(),
         check=True,
     ).stdout.split()
+    if contender == "kit before" and not out[3].startswith(os.path.join(before, "")):
+        raise RuntimeError(f"'kit before' measured {out[3]}, not the checkout in {before}")
     return float(out[0]), float(out[1]), float(out[2])
 
 
-def main() -> None:
-    if len(sys.argv) == 5 and sys.argv[1] == "--child":
-        child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 4 and argv[0] == "--child":
+        child(argv[1], int(argv[2]), int(argv[3]))
         return
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = harness.parser(__doc__)
+    harness.add_common_options(parser, rounds=5, quick="N = 2, 200 env steps, one round")
     parser.add_argument("--before", metavar="REV", help="git revision of the package to compare with")
     parser.add_argument("--sizes", type=int, nargs="+", default=[4, 8])
-    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--env-steps", type=int, default=4000, help="env steps per measurement (all N envs)")
     parser.add_argument("--with", dest="others", nargs="*", default=[], choices=["envpool", "raw"])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes, args.env_steps, args.rounds = [2], 200, 1
     contenders = ["kit"] + (["kit before"] if args.before else []) + args.others
     worktree = None
     if args.before:
         worktree = tempfile.mkdtemp(prefix="retrokit-ab-")
-        subprocess.run(["git", "worktree", "add", "--detach", worktree, args.before], cwd=ROOT, check=True)
+        root = str(harness.ROOT)
+        subprocess.run(["git", "worktree", "add", "--detach", worktree, args.before], cwd=root, check=True)
     try:
-        print(f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}; before = {args.before}")
+        print(f"load average {harness.load_average()}; before = {args.before}")
+        samples = harness.Samples()  # (calling-thread us, process us, env steps/s) per (contender, N)
         for n in args.sizes:
-            samples = {c: [] for c in contenders}
-            for _ in range(args.rounds):
-                for c in contenders:
-                    samples[c].append(run(c, n, max(args.env_steps // n, 100), worktree))
+            steps = max(args.env_steps // n, 100)
+            cells = {(c, n): (lambda c=c, n=n, steps=steps: run(c, n, steps, worktree)) for c in contenders}
+            harness.alternate(
+                cells,
+                args.rounds,
+                samples=samples,
+                show=lambda key, v: f"N={key[1]} {key[0]}: {v[2]:,.0f} env steps/s",
+            )
+        report = harness.Report()
+        report.add(f"## Native backend A/B (median of {args.rounds} rounds; before = {args.before})", "")
+        rows = []
+        for n in args.sizes:
             for c in contenders:
-                a = np.array(samples[c])
-                busy = np.median(a[:, 1] * a[:, 2] / 1e6)
-                print(
-                    f"N={n:<3d} {c:11s} calling thread {np.median(a[:, 0]):5.1f} us/env step, process "
-                    f"{np.median(a[:, 1]):4.0f} us, {np.median(a[:, 2]):6.0f} env steps/s, "
-                    f"{busy:.2f} cores busy"
+                key = (c, n)
+                busy = statistics.median(p * f / 1e6 for _, p, f in samples.values[key].values())
+                rows.append(
+                    [
+                        n,
+                        c,
+                        f"{samples.median(key, 0):.1f}",
+                        f"{samples.median(key, 1):.0f}",
+                        harness.num(samples.median(key, 2)),
+                        f"{busy:.2f}",
+                        "" if c == "kit" else harness.ratio(samples.median_ratio(("kit", n), key, 2), 3),
+                        "" if c == "kit" else harness.each(samples.ratios(("kit", n), key, 2), 2),
+                    ]
                 )
-            for c in contenders[1:]:
-                ratios = [x[2] / y[2] for x, y in zip(samples["kit"], samples[c], strict=True)]
-                each = ", ".join(f"{r:.2f}" for r in ratios)
-                print(f"N={n:<3d} kit / {c}: {np.median(ratios):.3f}x env steps/s ({each})")
+        report.table(
+            [
+                "N",
+                "contender",
+                "calling thread, us per env step",
+                "process, us per env step",
+                "env steps/s",
+                "cores busy",
+                "kit / it, env steps/s",
+                "per round",
+            ],
+            rows,
+        )
+        report.write(args.out)
     finally:
         if worktree:
-            subprocess.run(["git", "worktree", "remove", "--force", worktree], cwd=ROOT, check=False)
+            subprocess.run(["git", "worktree", "remove", "--force", worktree], cwd=harness.ROOT, check=False)
 
 
 if __name__ == "__main__":

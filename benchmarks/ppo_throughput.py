@@ -14,7 +14,9 @@ Contenders (Pong, RL Zoo Atari PPO hyperparameters: 8 envs x 128 steps, 4 epochs
   where the CPU has native bf16, otherwise this contender is skipped).
 
 Each measurement is ``model.learn()`` over ``--rollouts`` rollouts after one warm-up rollout, wall time
-including env stepping and the PPO updates; contenders alternate, the median of ``--repeats`` is reported.
+including env stepping and the PPO updates (and the cores busy meanwhile, env workers included); contenders
+alternate in rounds, medians of ``--rounds`` and of the per-round ratios to ``sb3`` are reported
+(``benchmarks/harness.py``); ``--quick`` runs every contender once at a tiny rollout.
 
 Run by hand, never in CI::
 
@@ -24,11 +26,17 @@ Run by hand, never in CI::
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
+import sys
+from pathlib import Path
 
 import torch
+
+if not __package__:  # run as a file: the repository root on sys.path makes `benchmarks` a package
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import harness  # noqa: E402
+
+# --quick: every contender at a tiny rollout (checks that the script runs; the figures mean nothing)
+QUICK_OVERRIDES = {"n_envs": 2, "n_steps": 4, "batch_size": 8, "n_epochs": 1}
 
 
 def _plain_kwargs(preset_name: str = "default") -> dict:
@@ -118,44 +126,73 @@ def make_fast(
     return cls(env=venv, device=device, seed=0, **extra, **to_sb3_kwargs(preset, network=network))
 
 
-def measure(model, rollouts: int, warmup: int) -> float:
+def measure_cpu(model, rollouts: int, warmup: int) -> tuple[float, float]:
+    """(training steps/s, cores busy) of ``model.learn`` over ``rollouts`` rollouts after ``warmup``
+    unmeasured ones (first env resets, allocator, thread pools); env workers' CPU included."""
     per_rollout = model.n_steps * model.n_envs
     if warmup:
-        model.learn(per_rollout * warmup)  # warm-up: first env resets, allocator, thread pools
-    t0 = time.perf_counter()
-    model.learn(per_rollout * rollouts, reset_num_timesteps=False)
-    return per_rollout * rollouts / (time.perf_counter() - t0)
+        model.learn(per_rollout * warmup)
+    with harness.CpuMeter() as meter:
+        model.learn(per_rollout * rollouts, reset_num_timesteps=False)
+    return per_rollout * rollouts / meter.usage.wall, meter.usage.cores_busy
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def measure(model, rollouts: int, warmup: int) -> float:
+    """Training steps/s (``measure_cpu``'s first figure)."""
+    return measure_cpu(model, rollouts, warmup)[0]
+
+
+def _one(make, network: str, rollouts: int, warmup: int) -> tuple[float, float]:
+    model = make(network)
+    try:
+        return measure_cpu(model, rollouts, warmup)
+    finally:
+        model.get_env().close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = harness.parser(__doc__)
+    harness.add_common_options(p, quick=f"one round, one rollout, no warm-up, at {QUICK_OVERRIDES}")
     p.add_argument("--network", choices=["nature", "impala"], default="nature")
     p.add_argument("--rollouts", type=int, default=2, help="measured rollouts (1024 steps each)")
-    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1, help="unmeasured rollouts first")
-    args = p.parse_args()
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, network {args.network}")
+    args = p.parse_args(argv)
+    over = QUICK_OVERRIDES if args.quick else None
+    if args.quick:
+        args.rounds, args.rollouts, args.warmup = 1, 1, 0
     from retro_atari_kit.integrations.sb3 import native_bf16
 
-    makers = {"sb3": make_sb3, "kit": make_kit, "kit-fast": lambda network: make_fast(network, "default")}
+    makers = {
+        "sb3": lambda network: make_sb3(network, overrides=over),
+        "kit": lambda network: make_kit(network, overrides=over),
+        "kit-fast": lambda network: make_fast(network, "default", overrides=over),
+    }
     if native_bf16("cpu"):
-        makers["kit-bf16"] = lambda network: make_kit(network, "bf16")
-    results: dict[str, list[float]] = {name: [] for name in makers}
-    for r in range(args.repeats):
-        for name, make in makers.items():
-            model = make(args.network)
-            sps = measure(model, args.rollouts, args.warmup)
-            model.get_env().close()
-            results[name].append(sps)
-            print(f"  repeat {r}: {name:8s} {sps:7.1f} steps/s", flush=True)
-    med = {k: statistics.median(v) for k, v in results.items()}
-    print(f"\nPPO Pong, 8 envs, {args.network}: median steps/s over {args.repeats} repeats")
-    for k, v in med.items():
-        print(f"  {k:8s} {v:7.1f}  (all: {', '.join(f'{x:.1f}' for x in results[k])})")
-    for k in med:
-        if k != "sb3":
-            per_repeat = ", ".join(f"{a / b:.2f}" for a, b in zip(results[k], results["sb3"], strict=True))
-            print(f"  {k} / sb3 = {med[k] / med['sb3']:.2f}x  (per repeat: {per_repeat})")
+        makers["kit-bf16"] = lambda network: make_kit(network, "bf16", overrides=over)
+    cells = {
+        name: (lambda make=make: _one(make, args.network, args.rollouts, args.warmup))
+        for name, make in makers.items()
+    }
+    samples = harness.alternate(cells, args.rounds, show=lambda name, v: f"{name:8s} {v[0]:7.1f} steps/s")
+    report = harness.Report()
+    report.add(
+        f"## PPO Pong, {args.network}: training steps/s (median of {samples.rounds} rounds, "
+        f"{args.rollouts} rollout(s) after {args.warmup} warm-up; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads)",
+        "",
+    )
+    rows = [
+        [
+            name,
+            harness.num(samples.median(name, 0)),
+            harness.each(samples.of(name, 0)),
+            harness.ratio(samples.median_ratio(name, "sb3", 0)),
+            f"{samples.median(name, 1):.2f}",
+        ]
+        for name in makers
+    ]
+    report.table(["contender", "steps/s", "rounds", "/ sb3 (median of per-round ratios)", "cores busy"], rows)
+    report.write(args.out)
 
 
 if __name__ == "__main__":

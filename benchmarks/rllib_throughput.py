@@ -13,7 +13,8 @@ Contenders (Pong, same algorithm, same env runners and envs per runner, same bat
 
 Reported per contender: env steps/s during training (after warm-up, sampling + updates, wall time), bytes
 per observation in a train batch (the learner module's input space: what every batch row costs), and peak
-RSS of the driver plus its env-runner processes (and their children). Run by hand, never in CI::
+RSS of the driver plus its env-runner processes (and their children). ``--rounds`` alternates the contenders
+(medians of the rounds and of the per-round ratios, ``benchmarks/harness.py``). Run by hand, never in CI::
 
     python benchmarks/rllib_throughput.py --algo ppo --runners 1 --envs 4
     python benchmarks/rllib_throughput.py --algo appo --runners 1 --envs 4
@@ -22,11 +23,16 @@ RSS of the driver plus its env-runner processes (and their children). Run by han
 
 from __future__ import annotations
 
-import argparse
 import os
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+if not __package__:  # run as a file: the repository root on sys.path makes `benchmarks` a package
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import harness  # noqa: E402
 
 PPO_BATCH = dict(rollout_fragment_length=128, minibatch_size=256, num_epochs=4)
 APPO_BATCH = dict(rollout_fragment_length=50, train_batch_size_per_learner=500)
@@ -191,46 +197,102 @@ def measure_sb3(runners: int, envs: int, seconds: float, warmup: float) -> dict:
     }
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    p = harness.parser(__doc__)
+    harness.add_common_options(p, rounds=1, quick="2 envs, 3 s measured after 1 s of warm-up")
     p.add_argument("--algo", choices=["ppo", "appo"], default="ppo")
     p.add_argument("--runners", type=int, nargs="+", default=[1], help="env runners (one run per value)")
     p.add_argument("--envs", type=int, default=4, help="envs per runner")
     p.add_argument("--seconds", type=float, default=60.0, help="measured wall time per contender")
     p.add_argument("--warmup", type=float, default=15.0, help="unmeasured training seconds first")
     p.add_argument("--only", nargs="+", default=None, help="contenders: kit-rllib rllib kit-sb3")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    if args.quick:
+        args.envs, args.seconds, args.warmup = 2, 3.0, 1.0
     names = args.only or (["kit-rllib", "rllib", "kit-sb3"] if args.algo == "ppo" else ["kit-rllib", "rllib"])
-    print(
-        f"{args.algo.upper()} Pong, {args.envs} envs per runner, {args.seconds:.0f} s measured per contender"
+
+    def cell(name: str, runners: int) -> dict:
+        if name == "kit-sb3":
+            return measure_sb3(runners, args.envs, args.seconds, args.warmup)
+        make = kit_rllib if name == "kit-rllib" else rllib_stack
+        return measure_rllib(make, args.algo, runners, args.envs, args.seconds, args.warmup)
+
+    def show(key: tuple[str, int], r: dict) -> str:
+        sampling = "n/a" if r["sample_sps"] is None else f"{r['sample_sps']:.0f} steps/s"
+        return (
+            f"{key[0]:9s} runners {key[1]}: {r['sps']:7.1f} env steps/s  obs in batch {r['obs']:>22s} = "
+            f"{r['obs_bytes']:6d} B   peak RSS {r['rss'] / 2**20:7.0f} MiB   sampling alone {sampling}"
+        )
+
+    cells = {
+        (name, runners): (lambda name=name, runners=runners: cell(name, runners))
+        for runners in args.runners
+        for name in names
+    }
+    samples = harness.alternate(cells, args.rounds, show=show)
+    report = harness.Report()
+    report.add(
+        f"## {args.algo.upper()} Pong, {args.envs} envs per runner, {args.seconds:.0f} s measured per "
+        f"contender (median of {samples.rounds} rounds)",
+        "",
     )
-    rows = {}
+    rows = []
+    for name, runners in cells:
+        last = samples.values[(name, runners)][max(samples.values[(name, runners)])]  # the fixed figures
+        rows.append(
+            [
+                name,
+                runners,
+                harness.num(samples.median((name, runners), "sps")),
+                harness.num(samples.median((name, runners), "sample_sps")),
+                f"{last['obs']} = {last['obs_bytes']:,d} B",
+                f"{samples.median((name, runners), 'rss') / 2**20:,.0f}",
+            ]
+        )
+    report.table(
+        [
+            "contender",
+            "runners",
+            "env steps/s",
+            "sampling alone, steps/s",
+            "obs in a batch row",
+            "peak RSS, MiB",
+        ],
+        rows,
+    )
+    rows = []
     for runners in args.runners:
-        for name in names:
-            if name == "kit-sb3":
-                r = measure_sb3(runners, args.envs, args.seconds, args.warmup)
-            else:
-                make = kit_rllib if name == "kit-rllib" else rllib_stack
-                r = measure_rllib(make, args.algo, runners, args.envs, args.seconds, args.warmup)
-            rows[(name, runners)] = r
-            print(
-                f"  {name:9s} runners {runners}: {r['sps']:7.1f} env steps/s  obs in batch {r['obs']:>22s} = "
-                f"{r['obs_bytes']:6d} B   peak RSS {r['rss'] / 2**20:7.0f} MiB   sampling alone "
-                + ("n/a" if r["sample_sps"] is None else f"{r['sample_sps']:.0f} steps/s"),
-                flush=True,
+        kit, own = ("kit-rllib", runners), ("rllib", runners)
+        if kit in cells and own in cells:
+            obs = samples.median(own, "obs_bytes") / samples.median(kit, "obs_bytes")
+            rows.append(
+                [
+                    runners,
+                    harness.ratio(samples.median_ratio(kit, own, "sps")),
+                    harness.ratio(samples.median_ratio(kit, own, "sample_sps")),
+                    harness.ratio(obs),
+                ]
             )
-    for runners in args.runners:
-        kit, own = rows.get(("kit-rllib", runners)), rows.get(("rllib", runners))
-        if kit and own:
-            print(
-                f"  runners {runners}: kit-rllib / rllib = {kit['sps'] / own['sps']:.2f}x steps/s training, "
-                f"{kit['sample_sps'] / own['sample_sps']:.2f}x sampling alone, "
-                f"{own['obs_bytes'] / kit['obs_bytes']:.2f}x less observation memory per batch row"
-            )
-    if len(args.runners) > 1 and all(("kit-rllib", r) in rows for r in args.runners):
-        base = rows[("kit-rllib", args.runners[0])]["sps"]
-        for r in args.runners[1:]:
-            print(f"  kit-rllib {r} runners / {args.runners[0]}: {rows[('kit-rllib', r)]['sps'] / base:.2f}x")
+    if rows:
+        report.table(
+            [
+                "runners",
+                "kit-rllib / rllib, training",
+                "kit-rllib / rllib, sampling alone",
+                "rllib / kit, obs bytes",
+            ],
+            rows,
+        )
+    if len(args.runners) > 1 and all(("kit-rllib", r) in cells for r in args.runners):
+        first = ("kit-rllib", args.runners[0])
+        report.table(
+            ["kit-rllib runners", f"env steps/s / {args.runners[0]} runner(s)"],
+            [
+                [r, harness.ratio(samples.median_ratio(("kit-rllib", r), first, "sps"))]
+                for r in args.runners[1:]
+            ],
+        )
+    report.write(args.out)
 
 
 if __name__ == "__main__":

@@ -19,20 +19,25 @@ Run by hand, never in CI::
     python benchmarks/vec_throughput.py --quick     # fewer steps, N in {1, 4}
     python benchmarks/vec_throughput.py --sizes 4 8 --only kit raw EnvPool --skip-retro
 
-Prints env steps per second (N envs x vector steps / wall seconds; the median of ``--repeats``
-measurements taken round-robin across contenders) and ratios against SB3 SubprocVecEnv and raw
-AtariVectorEnv.
+Prints env steps per second (N envs x vector steps / wall seconds; the median of ``--rounds``, the
+contenders alternated in each round, ``benchmarks/harness.py``) and ratios against SB3 SubprocVecEnv and
+raw AtariVectorEnv (medians of the per-round ratios); ``--out`` also writes the tables to a file.
 """
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+if not __package__:  # run as a file: the repository root on sys.path makes `benchmarks` a package
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks import harness  # noqa: E402
 
 
 class _Runner:
@@ -216,6 +221,7 @@ def sb3_retro(n: int) -> _Runner:
 
 # -- measurement ---------------------------------------------------------------------------------------
 def measure(factory: Callable[[int], _Runner], n: int, steps: int, warmup: int = 50) -> float:
+    """Env steps/s of ``steps`` vector steps with random actions after ``warmup`` untimed ones."""
     runner = factory(n)
     try:
         actions = np.random.default_rng(0).integers(0, runner.n_actions, size=(steps + warmup, n))
@@ -230,24 +236,53 @@ def measure(factory: Callable[[int], _Runner], n: int, steps: int, warmup: int =
         runner.close()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="fewer steps, N in {1, 4}")
-    parser.add_argument("--env-steps", type=int, default=8000, help="env steps per measurement (all N envs)")
-    parser.add_argument(
-        "--repeats",
-        type=int,
-        default=3,
-        help="measurements per cell, interleaved across contenders; the median is reported",
-    )
-    parser.add_argument("--skip-retro", action="store_true")
-    parser.add_argument("--sizes", type=int, nargs="+", help="numbers of envs (default 1 2 4 8)")
-    parser.add_argument(
+ATARI_RATIOS = (
+    ("kit auto (native)", "SB3 SubprocVecEnv+VecFrameStack"),
+    ("kit auto (native)", "ale-py AtariVectorEnv (raw)"),
+    ("kit auto (native)", "EnvPool"),
+    ("kit auto (native)", "kit native, cv2.resize"),
+    ("kit subprocess", "SB3 SubprocVecEnv+VecFrameStack"),
+)
+RETRO_KIT, RETRO_SB3 = "kit RetroKit/Pong-Atari2600-v0", "SB3 SubprocVecEnv+VecFrameStack (plain retro)"
+
+
+def _section(
+    report: harness.Report,
+    contenders: dict[str, Callable[[int], _Runner]],
+    sizes: list[int],
+    steps_of: Callable[[int], int],
+    rounds: int,
+    ratios: tuple[tuple[str, str], ...],
+) -> None:
+    """One table of env steps/s (medians of ``rounds``, the contenders alternated at each N) and one of
+    the ``ratios`` (medians of the per-round ratios)."""
+    samples = harness.Samples()  # rounds are numbered on across the sizes: each N has its own
+    for n in sizes:
+        cells = {(name, n): (lambda f=f, n=n: measure(f, n, steps_of(n))) for name, f in contenders.items()}
+        harness.alternate(
+            cells, rounds, samples=samples, show=lambda key, sps: f"N={key[1]} {key[0]}: {sps:,.0f}"
+        )
+    rows = [[name, *(harness.num(samples.median((name, n))) for n in sizes)] for name in contenders]
+    report.table(["contender", *(f"N={n}" for n in sizes)], rows)
+    rows = [
+        [f"{a} / {b}", *(harness.ratio(samples.median_ratio((a, n), (b, n))) for n in sizes)]
+        for a, b in ratios
+        if a in contenders and b in contenders
+    ]
+    if rows:
+        report.table(["ratio (median of per-round ratios)", *(f"N={n}" for n in sizes)], rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = harness.parser(__doc__)
+    harness.add_common_options(p, quick="fewer steps (2,000 per measurement), N in {1, 4}")
+    p.add_argument("--env-steps", type=int, default=8000, help="env steps per measurement (all N envs)")
+    p.add_argument("--skip-retro", action="store_true")
+    p.add_argument("--sizes", type=int, nargs="+", help="numbers of envs (default 1 2 4 8)")
+    p.add_argument(
         "--only", nargs="+", help="Atari contenders whose name contains one of these words (case-insensitive)"
     )
-    args = parser.parse_args()
+    args = p.parse_args(argv)
     sizes = args.sizes or ([1, 4] if args.quick else [1, 2, 4, 8])
     env_steps = 2000 if args.quick else args.env_steps
 
@@ -270,65 +305,29 @@ def main() -> None:
         words = [w.lower() for w in args.only]
         atari = {name: f for name, f in atari.items() if any(w in name.lower() for w in words)}
 
-    results: dict[tuple[str, int], float] = {}
-    repeats = max(1, args.repeats)
-    print(f"Pong, random actions, {env_steps} env steps per measurement, median of {repeats}, env steps/s")
-    for n in sizes:
-        samples: dict[str, list[float]] = {name: [] for name in atari}
-        for _ in range(repeats):  # interleaved, so load changes on a shared machine hit every contender
-            for name, factory in atari.items():
-                samples[name].append(measure(factory, n, max(env_steps // n, 100)))
-        for name in atari:
-            results[name, n] = float(np.median(samples[name]))
-            print(
-                f"  N={n} {name:34s} {results[name, n]:8.0f}   "
-                f"({', '.join(f'{x:.0f}' for x in samples[name])})",
-                flush=True,
-            )
-
-    header = f"| contender | {' | '.join(f'N={n}' for n in sizes)} |"
-    print("\n" + header + "\n|" + "---|" * (len(sizes) + 1))
-    for name in atari:
-        print(f"| {name} | " + " | ".join(f"{results[name, n]:,.0f}" for n in sizes) + " |")
-    ratios = [
-        ("kit auto (native)", "SB3 SubprocVecEnv+VecFrameStack"),
-        ("kit auto (native)", "ale-py AtariVectorEnv (raw)"),
-        ("kit auto (native)", "EnvPool"),
-        ("kit auto (native)", "kit native, cv2.resize"),
-        ("kit subprocess", "SB3 SubprocVecEnv+VecFrameStack"),
-    ]
-    for n in sizes:
-        cells = [
-            f"{a} / {b} {results[a, n] / results[b, n]:.2f}x"
-            for a, b in ratios
-            if (a, n) in results and (b, n) in results
-        ]
-        print(f"N={n}: " + ", ".join(cells))
-
-    if args.skip_retro:
-        return
-    print("\nRetro Pong-Atari2600, random actions, env steps/s")
-    retro: dict[str, Callable[[int], _Runner]] = {
-        "kit RetroKit/Pong-Atari2600-v0": kit("auto", "RetroKit/Pong-Atari2600-v0"),
-        "SB3 SubprocVecEnv+VecFrameStack (plain retro)": sb3_retro,
-    }
-    for n in (2, 4):
-        samples = {name: [] for name in retro}
-        for _ in range(repeats):
-            for name, factory in retro.items():
-                samples[name].append(measure(factory, n, max(env_steps // (2 * n), 100)))
-        for name in retro:
-            results[name, n] = float(np.median(samples[name]))
-            print(
-                f"  N={n} {name:46s} {results[name, n]:8.0f}   "
-                f"({', '.join(f'{x:.0f}' for x in samples[name])})",
-                flush=True,
-            )
-        ratio = (
-            results["kit RetroKit/Pong-Atari2600-v0", n]
-            / results["SB3 SubprocVecEnv+VecFrameStack (plain retro)", n]
+    report = harness.Report()
+    report.add(
+        f"## Pong, random actions, env steps/s ({env_steps} env steps per measurement, median of "
+        f"{args.rounds} rounds; load average {harness.load_average()})",
+        "",
+    )
+    _section(report, atari, sizes, lambda n: max(env_steps // n, 100), args.rounds, ATARI_RATIOS)
+    if not args.skip_retro:
+        report.add("## Retro Pong-Atari2600, random actions, env steps/s", "")
+        retro: dict[str, Callable[[int], _Runner]] = {
+            RETRO_KIT: kit("auto", "RetroKit/Pong-Atari2600-v0"),
+            RETRO_SB3: sb3_retro,
+        }
+        retro_sizes = [2] if args.quick else [2, 4]
+        _section(
+            report,
+            retro,
+            retro_sizes,
+            lambda n: max(env_steps // (2 * n), 100),
+            args.rounds,
+            ((RETRO_KIT, RETRO_SB3),),
         )
-        print(f"N={n}: kit/SB3-Subproc {ratio:.2f}x")
+    report.write(args.out)
 
 
 if __name__ == "__main__":
