@@ -176,10 +176,10 @@ class CpuMeter:
     CPU is ``time.process_time()`` (every thread of this process) plus the user + system time of every
     process that is a live descendant of this one at the window's start or end (env workers, a play
     process, a forkserver and its children) and of ``pids``. A child that exits inside the window counts
-    only from start to its last sighting, which for one seen once is nothing."""
+    not at all."""
 
-    def __init__(self, pids: Iterable[int] = ()) -> None:
-        self.pids = list(pids)
+    def __init__(self, pids: Iterable[int | None] = ()) -> None:
+        self.pids = [p for p in pids if p is not None]  # a pool's worker not started yet has no pid
         self.usage: Usage | None = None
 
     def _others(self) -> dict[int, float]:

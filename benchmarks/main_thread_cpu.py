@@ -23,7 +23,7 @@ thread on 2 cores, emulator threads not under ``SCHED_BATCH``), the same in one 
 instead of the kit's exact resize kernel,
 raw ``AtariVectorEnv("pong", N)`` (ale-py's own preprocessing) and EnvPool
 ``Pong-v5`` when installed; with ``--retro`` also ``RetroKit/Pong-Atari2600-v0`` (stable-retro in one
-worker process per env, its warp done there; process CPU then counts only the calling process), for each
+worker process per env, its warp done there; process CPU counts those workers too), for each
 game given to ``--retro``, with SB3 ``SubprocVecEnv`` + ``VecFrameStack(4)`` over the same per-env stack
 (the kit's, built with ``frame_stack=1`` as the kit's workers build it) and, with ``--retro-before REV``,
 the kit's subprocess backend as it was at git revision ``REV`` (its ``vector/subprocess.py`` loaded from

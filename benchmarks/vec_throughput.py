@@ -16,7 +16,7 @@ plain stable-retro stack (discrete actions, 4-frame skip with 0.25 sticky first 
 Run by hand, never in CI::
 
     python benchmarks/vec_throughput.py             # full table
-    python benchmarks/vec_throughput.py --quick     # fewer steps, N in {1, 4}
+    python benchmarks/vec_throughput.py --quick     # one round, fewer steps, N in {1, 4}
     python benchmarks/vec_throughput.py --sizes 4 8 --only kit raw EnvPool --skip-retro
 
 Prints env steps per second (N envs x vector steps / wall seconds; the median of ``--rounds``, the
@@ -275,7 +275,7 @@ def _section(
 
 def main(argv: list[str] | None = None) -> None:
     p = harness.parser(__doc__)
-    harness.add_common_options(p, quick="fewer steps (2,000 per measurement), N in {1, 4}")
+    harness.add_common_options(p, quick="one round, at most 2,000 env steps per measurement, N in {1, 4}")
     p.add_argument("--env-steps", type=int, default=8000, help="env steps per measurement (all N envs)")
     p.add_argument("--skip-retro", action="store_true")
     p.add_argument("--sizes", type=int, nargs="+", help="numbers of envs (default 1 2 4 8)")
@@ -284,7 +284,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = p.parse_args(argv)
     sizes = args.sizes or ([1, 4] if args.quick else [1, 2, 4, 8])
-    env_steps = 2000 if args.quick else args.env_steps
+    env_steps = min(args.env_steps, 2000) if args.quick else args.env_steps
+    if args.quick:
+        args.rounds = 1
 
     atari: dict[str, Callable[[int], _Runner]] = {
         "kit auto (native)": kit("auto"),

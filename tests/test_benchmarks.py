@@ -1,7 +1,8 @@
-"""The hand-run benchmark scripts still start: their imports resolve and their arguments parse.
+"""The hand-run benchmark scripts still start and run: their imports resolve, their arguments parse, each
+runs its quickest settings end to end, and every one measures through the shared harness.
 
 They are run by hand, never timed here (docs/performance.md has the figures); this only keeps them from
-rotting unnoticed when the kit's API changes.
+rotting unnoticed when the kit's API changes. The harness itself: tests/test_benchmark_harness.py.
 """
 
 from __future__ import annotations
@@ -15,14 +16,28 @@ from pathlib import Path
 import pytest
 import torch
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py"))
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+LIBRARY = {"__init__.py", "harness.py"}  # the package and its harness; every other module is a script
+SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py") if p.name not in LIBRARY)
 
 
 def test_every_benchmark_is_listed_in_the_performance_docs():
     docs = (BENCHMARKS.parent / "docs" / "performance.md").read_text()
     assert SCRIPTS, "no benchmark scripts found"
-    assert [s for s in SCRIPTS if f"benchmarks/{s}" not in docs] == []
+    assert [s for s in [*SCRIPTS, "harness.py"] if f"benchmarks/{s}" not in docs] == []
+
+
+def test_every_benchmark_measures_through_the_harness_and_imports_siblings_as_a_package():
+    """One copy of rounds, medians, CPU accounting and tables (benchmarks/harness.py); a script reuses
+    another's contenders as ``from benchmarks import x``, never by a bare name off its own folder."""
+    siblings = "|".join(re.escape(Path(s).stem) for s in [*SCRIPTS, "harness.py"])
+    bare = re.compile(rf"^\s*(import ({siblings})\b|from ({siblings}) import)", re.MULTILINE)
+    for script in SCRIPTS:
+        text = (BENCHMARKS / script).read_text()
+        assert "from benchmarks import harness" in text or "from benchmarks.harness import" in text, script
+        assert not bare.search(text), f"{script}: {bare.search(text).group(0)}"
+        assert "def measure(" not in text or "harness." in text.split("def measure(", 1)[1], script
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -148,9 +163,8 @@ def test_plain_sb3_contenders_use_sb3s_own_classes(monkeypatch):
     from stable_baselines3.common.policies import ActorCriticCnnPolicy
     from stable_baselines3.dqn.policies import CnnPolicy
 
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import dqn_fast_throughput
-    import ppo_throughput
+    monkeypatch.syspath_prepend(str(ROOT))
+    from benchmarks import dqn_fast_throughput, ppo_throughput
 
     ppo = ppo_throughput.make_sb3("nature", "gpu", overrides={"n_envs": 1, "n_steps": 8})
     ppo.get_env().close()
@@ -159,3 +173,72 @@ def test_plain_sb3_contenders_use_sb3s_own_classes(monkeypatch):
     dqn, venv = dqn_fast_throughput.make_sb3(100, overrides={"buffer_size": 1000})
     venv.close()
     assert type(dqn.policy) is CnnPolicy and dqn.replay_buffer.__module__.startswith("stable_baselines3")
+
+
+# -- every script's own main, at its quickest settings ---------------------------------------------------
+QUICK = {
+    "vec_throughput.py": ["--quick", "--sizes", "2", "--env-steps", "200", "--only", "kit auto", "raw"]
+    + ["--skip-retro"],
+    "main_thread_cpu.py": ["--quick"],
+    "native_ab.py": ["--quick", "--with", "raw"],
+    "ppo_throughput.py": ["--quick"],
+    "dqn_fast_throughput.py": ["--quick"],
+    "dqn_throughput.py": ["--quick"],
+    "rllib_throughput.py": ["--quick", "--only", "kit-sb3"],  # RLlib's own contenders start Ray: minutes
+}
+# the first column of each script's last table: its contenders
+LAST_TABLE_ROWS = {
+    "vec_throughput.py": ["kit auto (native) / ale-py AtariVectorEnv (raw)"],
+    "main_thread_cpu.py": ["2"] * 3,  # N: kit native against raw, one process, before issue 35
+    "native_ab.py": ["2", "2"],
+    "ppo_throughput.py": ["sb3", "kit", "kit-fast"],
+    "dqn_fast_throughput.py": ["sb3", "kit"],
+    "dqn_throughput.py": ["sb3", "kit"],
+    "rllib_throughput.py": ["kit-sb3"],
+}
+
+
+def test_every_script_is_smoke_tested():
+    assert sorted([*QUICK, "gpu_suite.py", "gil_time.py"]) == SCRIPTS
+
+
+@pytest.mark.parametrize("script", sorted(QUICK))
+def test_benchmark_quick_run_writes_its_report(script, tmp_path):
+    """``--quick`` runs the script's own main end to end (the figures mean nothing) and ``--out`` gets the
+    markdown it printed."""
+    out = tmp_path / "report.md"
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *QUICK[script], "--out", str(out)],
+        cwd=tmp_path,
+        env=_no_gpu_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    report = out.read_text()
+    lines = [line for line in report.splitlines() if line]
+    assert [line for line in proc.stdout.splitlines() if line in lines] == lines  # printed as it was made
+    tables = [block for block in report.split("\n\n") if block.startswith("|")]
+    assert tables, report
+    rows = [line.split("|")[1].strip() for line in tables[-1].splitlines()[2:]]
+    expected = LAST_TABLE_ROWS[script]
+    if script == "ppo_throughput.py" and len(rows) == 4:
+        expected = [*expected, "kit-bf16"]  # only where the CPU has native bf16
+    assert rows == expected, tables[-1]
+    if script != "rllib_throughput.py":  # its ratios need RLlib's own contenders
+        assert re.search(r"\d+\.\d+x", tables[-1].splitlines()[-1]), tables[-1]  # against the baseline
+
+
+def test_gil_time_without_py_spy_says_what_to_install(tmp_path):
+    env = {**_no_gpu_env(), "PATH": str(tmp_path)}  # no py-spy on this PATH (the interpreter is absolute)
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "gil_time.py"), "--quick"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == "gil_time.py needs py-spy: pip install py-spy\n"
