@@ -279,7 +279,7 @@ def add_common_options(
         "--rounds",
         "--repeats",
         dest="rounds",
-        type=int,
+        type=_positive,
         default=rounds,
         help=f"rounds: each measures every contender once, in turn; medians are reported (default {rounds})",
     )
@@ -291,6 +291,13 @@ def add_common_options(
     )
     p.add_argument("--quick", action="store_true", help=quick)
     return p
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def load_average() -> str:
