@@ -199,7 +199,7 @@ def measure_sb3(runners: int, envs: int, seconds: float, warmup: float) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     p = harness.parser(__doc__)
-    harness.add_common_options(p, rounds=1, quick="2 envs, 3 s measured after 1 s of warm-up")
+    harness.add_common_options(p, rounds=1, quick="2 envs, 1 s measured after the shortest warm-up")
     p.add_argument("--algo", choices=["ppo", "appo"], default="ppo")
     p.add_argument("--runners", type=int, nargs="+", default=[1], help="env runners (one run per value)")
     p.add_argument("--envs", type=int, default=4, help="envs per runner")
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--only", nargs="+", default=None, help="contenders: kit-rllib rllib kit-sb3")
     args = p.parse_args(argv)
     if args.quick:
-        args.envs, args.seconds, args.warmup = 2, 3.0, 1.0
+        args.envs, args.seconds, args.warmup = 2, 1.0, 0.0
     names = args.only or (["kit-rllib", "rllib", "kit-sb3"] if args.algo == "ppo" else ["kit-rllib", "rllib"])
 
     def cell(name: str, runners: int) -> dict:
