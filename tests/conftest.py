@@ -7,7 +7,8 @@ training, the docs' examples, the committed weights' replays) marks itself ``pyt
 
 Nothing here changes the environment of every test: a test that opens a ``"human"`` window asks for SDL's
 dummy driver itself (tests/core/conftest.py's ``sdl_dummy_driver``), and a package the install must provide
-(the dependencies, the extras CI installs) is imported, never ``importorskip``-ed: a broken install fails.
+(the dependencies, the extras CI installs) is imported, never ``importorskip``-ed: a broken install fails
+(tests/test_suite_hygiene.py checks both).
 
 pytest-xdist runs the suite in two workers (pyproject's ``addopts``; ``-n 0`` for one process, e.g. with
 ``--pdb``): a worker takes whole modules (``worker_group``), so a module's fixtures are built once, and every
