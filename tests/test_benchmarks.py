@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 LIBRARY = {"__init__.py", "harness.py"}  # the package and its harness; every other module is a script

@@ -15,6 +15,8 @@ from typing import NamedTuple
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
 
 
@@ -68,7 +70,6 @@ def test_every_committed_run_is_replayed_here():
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", sorted(COMMITTED))
 def test_committed_weights_replay_whole_games(name, tmp_path):
-    pytest.importorskip("torch")
     expected = COMMITTED[name]
     run = os.path.join(ROOT, name)
     weights = os.path.join(run, expected.weights)
@@ -98,7 +99,6 @@ def test_committed_weights_replay_whole_games(name, tmp_path):
 def test_committed_evaluation_report_is_reproduced_from_its_records(tmp_path, capsys):
     """results/evaluation/report was made from the committed eval records and runs by the command in its
     CSVs: the same command (another --out) gives the same numbers, intervals included (seeded bootstrap)."""
-    pytest.importorskip("rliable")
     import shlex
 
     from retro_atari_kit.cli import main

@@ -18,6 +18,8 @@ import yaml
 from retro_atari_kit.cli import main
 from retro_atari_kit.runs import ENGINE_OPTIONS, checkpoint_path, list_checkpoints, read_monitor_csvs
 
+pytestmark = pytest.mark.slow
+
 ENV = "RetroKit/Pong-v0"
 TINY = ["--n-envs", "2", "--set", "n_steps=32", "--set", "batch_size=64", "--checkpoint-every", "64"]
 

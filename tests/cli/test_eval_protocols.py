@@ -8,7 +8,11 @@ import json
 import os
 import re
 
+import pytest
+
 from retro_atari_kit.cli import main
+
+pytestmark = pytest.mark.slow
 
 RESULTS = os.path.join(os.path.dirname(__file__), "..", "..", "results")
 A2C, DQN = os.path.join(RESULTS, "pong-a2c-0"), os.path.join(RESULTS, "pong-dqn-0")

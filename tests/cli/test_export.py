@@ -10,6 +10,8 @@ import torch
 
 from retro_atari_kit.cli import main
 
+pytestmark = pytest.mark.slow
+
 ENV = "RetroKit/Pong-v0"
 # a short game cap keeps the evaluations quick; the same cap for the run and its export
 EVAL = ["--episodes", "2", "--deterministic", "--json", "--env-kwarg", "max_episode_steps=300"]

@@ -13,6 +13,8 @@ import pytest
 
 from retro_atari_kit.cli import main
 
+pytestmark = pytest.mark.slow
+
 TINY = ["--n-envs", "2", "--set", "n_steps=32", "--set", "batch_size=32", "--checkpoint-every", "64"]
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow
+
 RETROKIT = os.path.join(os.path.dirname(sys.executable), "retrokit")
 ENV = "RetroKit/Pong-v0"
 

@@ -27,6 +27,8 @@ from retro_atari_kit.cli import main
 from retro_atari_kit.runs import atomic_write, atomic_write_text
 from retro_atari_kit.runs.files import leftover_temporaries
 
+pytestmark = pytest.mark.slow
+
 RETROKIT = os.path.join(os.path.dirname(sys.executable), "retrokit")
 ENV = "RetroKit/Pong-v0"
 TINY = ["--n-envs", "1", "--set", "n_steps=32", "--set", "batch_size=32"]

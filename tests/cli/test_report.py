@@ -9,15 +9,12 @@ import shlex
 
 import numpy as np
 import pytest
+from rliable import metrics
 
-pytest.importorskip("rliable", reason="the eval extra: pip install 'retro-atari-kit[eval]'")
-
-from rliable import metrics  # noqa: E402
-
-from retro_atari_kit.cli import main  # noqa: E402
-from retro_atari_kit.evaluation import ATARI5, atari5_median_estimate, human_normalized  # noqa: E402
-from retro_atari_kit.evaluation.protocols import PROTOCOLS  # noqa: E402
-from retro_atari_kit.evaluation.records import make_record, write_record  # noqa: E402
+from retro_atari_kit.cli import main
+from retro_atari_kit.evaluation import ATARI5, atari5_median_estimate, human_normalized
+from retro_atari_kit.evaluation.protocols import PROTOCOLS
+from retro_atari_kit.evaluation.records import make_record, write_record
 
 COMMITTED_RUN = os.path.join(os.path.dirname(__file__), "..", "..", "results", "pong-dqn-0")
 A_GAMES = ("Pong", "Breakout", *ATARI5)

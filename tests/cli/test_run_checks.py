@@ -17,6 +17,8 @@ from retro_atari_kit.cli import main
 from retro_atari_kit.runs import RunError, TrainSpec
 from retro_atari_kit.runs.resume import prepare_resume as run_layer_resume
 
+pytestmark = pytest.mark.slow
+
 ENV = "RetroKit/Pong-v0"
 
 

@@ -24,6 +24,8 @@ from retro_atari_kit.evaluation import EvaluationStopped, evaluate_model
 from retro_atari_kit.registration import make_env
 from retro_atari_kit.runs import list_checkpoints
 
+pytestmark = pytest.mark.slow
+
 CLI = [sys.executable, "-m", "retro_atari_kit.cli"]
 ENV = "RetroKit/Pong-v0"
 RETRO_ENV = "RetroKit/Airstriker-Genesis-v0"

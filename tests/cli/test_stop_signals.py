@@ -23,6 +23,8 @@ import pytest
 
 from retro_atari_kit.runs import list_checkpoints, load_config
 
+pytestmark = pytest.mark.slow
+
 CLI = [sys.executable, "-m", "retro_atari_kit.cli"]
 ENV = "RetroKit/Pong-v0"
 RETRO_ENV = "RetroKit/Airstriker-Genesis-v0"
@@ -180,7 +182,6 @@ def test_rllib_run_stopped_by_its_group_resumes_by_its_relative_path_then_eval_r
     inside pyarrow), then ``eval``, ``record`` and ``plot`` read the RLlib run dir like an SB3 one."""
     # Ray's GCS and raylet run in the driver's process group and shut down on SIGTERM; started with the stop
     # signals blocked they live until the driver has saved (its env runners have groups of their own)
-    pytest.importorskip("ray.rllib", reason="the RLlib engine needs Ray RLlib")
     run = str(tmp_path / "runs" / "x")
     proc = start(tmp_path, "train", "appo", ENV, *RLLIB, "--timesteps", "1e6", "--run-dir", "runs/x",
                  cwd=tmp_path)  # fmt: skip

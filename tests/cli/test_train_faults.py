@@ -21,6 +21,8 @@ import pytest
 from retro_atari_kit.cli import main
 from retro_atari_kit.runs import list_checkpoints
 
+pytestmark = pytest.mark.slow
+
 ENV = "RetroKit/Pong-v0"
 TINY = ["--n-envs", "1", "--set", "n_steps=32", "--set", "batch_size=32"]
 CLI = [sys.executable, "-m", "retro_atari_kit.cli"]
@@ -256,7 +258,6 @@ def test_model_zip_survives_a_damaged_last_checkpoint(tiny_run, run_copy):
 def _rllib_run_with_config_edit(tmp_path, old: str, new: str) -> str:
     """A resumable copy of the committed RLlib run (its final policy as the checkpoint) whose config.yaml
     has ``old`` replaced by ``new``."""
-    pytest.importorskip("ray.rllib", reason="the RLlib engine needs Ray RLlib")
     results = os.path.join(os.path.dirname(__file__), "..", "..", "results", "pong-rllib-ppo-0")
     run = str(tmp_path / "run")
     shutil.copytree(results, run)

@@ -68,3 +68,14 @@ def assert_env_step_fixture():
 def reference_run_fixture():
     """:func:`reference_run`: the oracle every vector backend is compared with."""
     return reference_run
+
+
+@pytest.fixture
+def sdl_dummy_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SDL's dummy video and audio drivers while the test runs: a ``"human"`` window (gymnasium's checkers
+    open one) draws nowhere and plays no sound, with or without a display. Asked for by the tests that open
+    a window in this process (``pytestmark`` of a module, or one test's ``usefixtures``); every other test
+    sees the environment the machine gave the suite, so a test that opens a window without asking fails
+    where it would fail for a user (tests/core/test_env_checkers.py checks the no-display machine)."""
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    monkeypatch.setenv("SDL_AUDIODRIVER", "dummy")

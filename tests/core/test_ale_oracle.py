@@ -15,11 +15,7 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 import pytest
-
-AtariWrapper = pytest.importorskip(
-    "stable_baselines3.common.atari_wrappers",
-    reason="the oracle is SB3's AtariWrapper: pip install stable-baselines3",
-).AtariWrapper
+from stable_baselines3.common.atari_wrappers import AtariWrapper  # the oracle
 
 gym.register_envs(ale_py)
 

@@ -8,14 +8,11 @@ import hashlib
 
 import numpy as np
 import pytest
+from stable_baselines3 import PPO
+from stable_baselines3.common.vec_env import DummyVecEnv
 
-pytest.importorskip("stable_baselines3", reason="an SB3 model and SB3's DummyVecEnv are the oracle")
-
-from stable_baselines3 import PPO  # noqa: E402
-from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
-
-from retro_atari_kit.evaluation import evaluate_model  # noqa: E402
-from retro_atari_kit.registration import make_env  # noqa: E402
+from retro_atari_kit.evaluation import evaluate_model
+from retro_atari_kit.registration import make_env
 
 ENV = "RetroKit/Pong-v0"
 

@@ -5,22 +5,19 @@ from __future__ import annotations
 
 import math
 
+import atarihns
 import numpy as np
 import pytest
+from rliable import library, metrics
 
-pytest.importorskip("rliable", reason="the eval extra: pip install 'retro-atari-kit[eval]'")
-
-import atarihns  # noqa: E402
-from rliable import library, metrics  # noqa: E402
-
-from retro_atari_kit.errors import RunError  # noqa: E402
-from retro_atari_kit.evaluation import ATARI5, atari5_median_estimate, game_of, human_normalized  # noqa: E402
-from retro_atari_kit.evaluation.aggregate import (  # noqa: E402
+from retro_atari_kit.errors import RunError
+from retro_atari_kit.evaluation import ATARI5, atari5_median_estimate, game_of, human_normalized
+from retro_atari_kit.evaluation.aggregate import (
     aggregate_with_ci,
     performance_profiles,
     probability_of_improvement,
 )
-from retro_atari_kit.evaluation.scores import ATARI5_WEIGHTS, reference_scores  # noqa: E402
+from retro_atari_kit.evaluation.scores import ATARI5_WEIGHTS, reference_scores
 
 GAMES_57 = [name.removesuffix("-v5") for name in atarihns.constants.ATARI_SCORES]
 

@@ -4,10 +4,6 @@ HumanRendering), headless with SDL's dummy driver, and once on a real X display 
 from __future__ import annotations
 
 import os
-
-os.environ["SDL_VIDEODRIVER"] = "dummy"  # before pygame is imported: no window is shown by these tests
-os.environ["SDL_AUDIODRIVER"] = "dummy"
-
 import shutil
 import struct
 import subprocess
@@ -17,11 +13,14 @@ import time
 
 import gymnasium as gym
 import numpy as np
+import pygame
 import pytest
 
 import retro_atari_kit  # noqa: F401
 
-pygame = pytest.importorskip("pygame", reason="render_mode='human' needs pygame (a package dependency)")
+# the windows of this process draw with SDL's dummy driver (nothing is shown); the tests of a machine without
+# a display and of a real X display (Xvfb) run in subprocesses with their own environment
+pytestmark = pytest.mark.usefixtures("sdl_dummy_driver")
 
 ALE_ID, RETRO_ID = "RetroKit/Pong-v0", "RetroKit/Pong-Atari2600-v0"
 

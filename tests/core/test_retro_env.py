@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import stable_retro
 from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import retro_atari_kit
 from retro_atari_kit.catalog import retro_game, retro_games
@@ -81,6 +82,7 @@ def test_import_starts_no_emulator_and_contrib_env_var_works():
 
 
 @pytest.mark.parametrize("game", GAMES)
+@pytest.mark.usefixtures("sdl_dummy_driver")  # gymnasium's render check opens the "human" window
 def test_gymnasium_and_sb3_checkers_pass(game):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -89,8 +91,7 @@ def test_gymnasium_and_sb3_checkers_pass(game):
         env.close()
         env.close()
         env = gym.make(f"RetroKit/{game}-v0")
-        sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker", reason="SB3's checker")
-        sb3_checker.check_env(env, warn=True)
+        sb3_check_env(env, warn=True)
         env.close()
     unexpected = [str(w.message) for w in caught if "different from the unwrapped" not in str(w.message)]
     assert unexpected == []
@@ -374,7 +375,7 @@ def test_make_vec_runs_one_emulator_per_subprocess():
 
 
 def test_sb3_ppo_trains_a_few_steps_on_the_uint8_stack():
-    PPO = pytest.importorskip("stable_baselines3", reason="needs SB3").PPO
+    from stable_baselines3 import PPO
 
     env = gym.make("RetroKit/Pong-Atari2600-v0")
     try:

@@ -170,7 +170,6 @@ def test_no_worker_outlives_the_interpreter(tmp_path):
 
 
 def test_dummy_vec_env_over_three_retro_envs():
-    pytest.importorskip("stable_baselines3", reason="SB3's DummyVecEnv")
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     venv = DummyVecEnv([lambda: gym.make("RetroKit/Pong-Atari2600-v0") for _ in range(3)])
@@ -188,7 +187,6 @@ def test_dummy_vec_env_over_three_retro_envs():
 
 
 def test_evaluating_a_retro_model_while_a_training_env_is_open():
-    pytest.importorskip("stable_baselines3", reason="SB3 model and evaluation")
     from stable_baselines3 import PPO
     from stable_baselines3.common.evaluation import evaluate_policy
 

@@ -155,7 +155,7 @@ class ThreadRecorder:
 
 @pytest.fixture(scope="module")
 def untrained_ppo():
-    sb3 = pytest.importorskip("stable_baselines3")
+    import stable_baselines3 as sb3
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     from retro_atari_kit.registration import make_env

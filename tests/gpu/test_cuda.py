@@ -268,8 +268,6 @@ PRESETS += [("ppo", "default", "impala"), ("ppo", "gpu", "impala"), ("dqn", "pon
 
 @pytest.mark.parametrize(("algo", "preset", "network"), PRESETS, ids=["-".join(p) for p in PRESETS])
 def test_preset_trains_on_the_device(algo, preset, network, tmp_path):
-    if algo == "qrdqn":
-        pytest.importorskip("sb3_contrib")
     overrides, timesteps = _short(algo, preset)
     spec = TrainSpec(
         algo=algo,

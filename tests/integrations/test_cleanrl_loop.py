@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 from torch import nn
 from torch.distributions import Categorical
 
 import retro_atari_kit  # noqa: F401
 from retro_atari_kit.models import NatureCNN
+
+pytestmark = pytest.mark.slow
 
 GAME = "RetroKit/SpaceInvaders-v0"  # lives, and 5-30 points per hit
 

@@ -23,10 +23,13 @@ CLEANRL = os.environ.get("CLEANRL_DIR")
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cleanrl.md"
 WRAPPERS = ["NoopResetEnv", "MaxAndSkipEnv", "EpisodicLifeEnv", "FireResetEnv", "ClipRewardEnv"]
 
-pytestmark = pytest.mark.skipif(
-    not CLEANRL or not os.path.isfile(os.path.join(CLEANRL, "cleanrl", "ppo_atari.py")),
-    reason="set CLEANRL_DIR to a CleanRL checkout (git clone https://github.com/vwxyzjn/cleanrl)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not CLEANRL or not os.path.isfile(os.path.join(CLEANRL, "cleanrl", "ppo_atari.py")),
+        reason="set CLEANRL_DIR to a CleanRL checkout (git clone https://github.com/vwxyzjn/cleanrl)",
+    ),
+]
 
 
 def _doc_blocks() -> list[str]:
@@ -107,7 +110,6 @@ def apply_page(script: str, name: str) -> str:
 )
 def test_the_page_applied_to_cleanrls_current_script_trains_on_a_kit_id(tmp_path, name, argv):
     pytest.importorskip("tyro", reason="CleanRL's scripts parse their arguments with tyro")
-    pytest.importorskip("torch.utils.tensorboard", reason="CleanRL's scripts log to tensorboard")
     edited = tmp_path / name
     edited.write_text(apply_page(Path(CLEANRL, "cleanrl", name).read_text(), name))
     env = {**os.environ, "PYTHONPATH": CLEANRL, "OMP_NUM_THREADS": "1"}  # cleanrl_utils.buffers for DQN

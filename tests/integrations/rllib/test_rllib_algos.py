@@ -9,12 +9,12 @@ import time
 
 import numpy as np
 import pytest
+import ray
+from retro_atari_kit.integrations.rllib import algo_config
+from retro_atari_kit.integrations.rllib.callbacks import TRUE_SCORE
+from retro_atari_kit.integrations.rllib.logs import finished_games
 
-ray = pytest.importorskip("ray", reason="Ray RLlib not installed: pip install 'retro-atari-kit[rllib]'")
-
-from retro_atari_kit.integrations.rllib import algo_config  # noqa: E402
-from retro_atari_kit.integrations.rllib.callbacks import TRUE_SCORE  # noqa: E402
-from retro_atari_kit.integrations.rllib.logs import finished_games  # noqa: E402
+pytestmark = pytest.mark.slow
 
 ENV = "RetroKit/Pong-v0"
 # games of 40 agent steps, so true scores are reported within two small iterations

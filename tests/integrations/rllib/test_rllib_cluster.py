@@ -5,13 +5,13 @@ env ID resolves there through the config alone. A node that cannot make the env 
 from __future__ import annotations
 
 import pytest
+import ray
+from ray.cluster_utils import Cluster
+from retro_atari_kit.integrations.rllib import algo_config, check_nodes
 
-ray = pytest.importorskip("ray", reason="Ray RLlib not installed: pip install 'retro-atari-kit[rllib]'")
+from retro_atari_kit.runs import RunError
 
-from ray.cluster_utils import Cluster  # noqa: E402
-from retro_atari_kit.integrations.rllib import algo_config, check_nodes  # noqa: E402
-
-from retro_atari_kit.runs import RunError  # noqa: E402
+pytestmark = pytest.mark.slow
 
 ENV = "RetroKit/Pong-v0"
 

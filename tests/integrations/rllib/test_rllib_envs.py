@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-pytest.importorskip("ray", reason="Ray RLlib not installed: pip install 'retro-atari-kit[rllib]'")
-
-from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
-from retro_atari_kit.integrations.rllib.envs import configure_env, runner_env_kwargs  # noqa: E402
+from ray.rllib.algorithms.ppo import PPOConfig
+from retro_atari_kit.integrations.rllib.envs import configure_env, runner_env_kwargs
 
 
 @pytest.mark.parametrize(

@@ -20,15 +20,14 @@ import threading
 from concurrent import futures
 
 import pytest
+from retro_atari_kit.integrations.rllib.address import check_address
+from retro_atari_kit.integrations.rllib.nets import build_encoder, build_heads
+from retro_atari_kit.integrations.rllib.policy import policy_payload
+from retro_atari_kit.integrations.rllib.resume import check_checkpoint_network
 
-ray = pytest.importorskip("ray", reason="Ray RLlib not installed: pip install 'retro-atari-kit[rllib]'")
+from retro_atari_kit.runs import RunError, list_checkpoints
 
-from retro_atari_kit.integrations.rllib.address import check_address  # noqa: E402
-from retro_atari_kit.integrations.rllib.nets import build_encoder, build_heads  # noqa: E402
-from retro_atari_kit.integrations.rllib.policy import policy_payload  # noqa: E402
-from retro_atari_kit.integrations.rllib.resume import check_checkpoint_network  # noqa: E402
-
-from retro_atari_kit.runs import RunError, list_checkpoints  # noqa: E402
+pytestmark = pytest.mark.slow
 
 ENV = "RetroKit/Pong-v0"
 SMALL = [

@@ -9,12 +9,9 @@ import glob
 import os
 
 import pytest
-
-pytest.importorskip("ray", reason="Ray RLlib not installed: pip install 'retro-atari-kit[rllib]'")
-
-from ray.rllib.utils.metrics.metrics_logger import MetricsLogger  # noqa: E402
-from retro_atari_kit.integrations.rllib.callbacks import GAMES  # noqa: E402
-from retro_atari_kit.integrations.rllib.logs import RunLogger, finished_games  # noqa: E402
+from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+from retro_atari_kit.integrations.rllib.callbacks import GAMES
+from retro_atari_kit.integrations.rllib.logs import RunLogger, finished_games
 
 
 def iteration_result(games_per_runner: list[list[tuple[int, float, int]]]) -> dict:

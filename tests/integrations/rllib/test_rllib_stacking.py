@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-pytest.importorskip("ray", reason="Ray RLlib not installed: pip install 'retro-atari-kit[rllib]'")
-
-from ray.rllib.core.columns import Columns  # noqa: E402
-from ray.rllib.env.single_agent_episode import SingleAgentEpisode  # noqa: E402
-from retro_atari_kit.integrations.rllib.stacking import (  # noqa: E402
+from ray.rllib.core.columns import Columns
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from retro_atari_kit.integrations.rllib.stacking import (
     FrameStackEpisodeReplayBuffer,
     FrameStackToModule,
 )
 
-from retro_atari_kit.registration import make_env  # noqa: E402
+from retro_atari_kit.registration import make_env
 
 GAME = "RetroKit/Breakout-v0"
 FRAMES = 4

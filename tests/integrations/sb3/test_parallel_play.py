@@ -26,6 +26,8 @@ from stable_baselines3 import DQN
 
 from retro_atari_kit.runs import RunError, TrainSpec, list_checkpoints
 
+pytestmark = pytest.mark.slow
+
 PONG = "RetroKit/Pong-v0"
 
 
@@ -121,7 +123,8 @@ def test_weights_reach_the_player(trained_pair):
 
 
 def test_qrdqn_plays_in_parallel_and_its_weights_reach_the_player():
-    sb3_contrib = pytest.importorskip("sb3_contrib")
+    import sb3_contrib
+
     preset = apply_overrides(
         get_preset("qrdqn"),
         {"buffer_size": 1000, "learning_starts": 32, "batch_size": 8, "train_freq": 4},

@@ -26,6 +26,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFram
 import retro_atari_kit  # noqa: F401
 from retro_atari_kit.registration import make_env
 
+pytestmark = pytest.mark.slow
+
 GAME = "RetroKit/SpaceInvaders-v0"
 RETRO = "RetroKit/Airstriker-Genesis-v0"
 

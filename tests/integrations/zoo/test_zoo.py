@@ -12,6 +12,8 @@ import pytest
 
 import retro_atari_kit  # noqa: F401
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c", "dqn"])
 def test_hyperparams_cover_every_retrokit_id_without_wrappers(algo):
@@ -94,7 +96,8 @@ def test_rl_zoo3_without_conf_file_trains_with_the_kit_presets(tmp_path):
 
 
 def test_rl_zoo3_without_conf_file_for_an_algo_the_kit_has_no_module_for_names_conf_file(tmp_path):
-    pytest.importorskip("sb3_contrib", reason="rl-zoo3's qrdqn is sb3-contrib's")
+    import sb3_contrib  # noqa: F401  (rl-zoo3's qrdqn is sb3-contrib's: the contrib extra)
+
     proc = _zoo_train(tmp_path, "qrdqn")
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr

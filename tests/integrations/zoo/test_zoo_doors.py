@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import re
 import subprocess
 import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 GAME = "RetroKit/SpaceInvaders-v0"
-# not imported here: importing rl_zoo3 replaces gymnasium's TimeLimit for the whole test process
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("rl_zoo3") is None, reason="the zoo extra")
+# rl_zoo3 (the zoo extra) runs in subprocesses only: importing it here would replace gymnasium's TimeLimit
+# for the whole test process. Without the extra the subprocess fails and names the missing module.
 
 
 def _zoo(module: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -12,8 +11,10 @@ import pytest
 
 import retro_atari_kit  # noqa: F401
 
-# not importorskip: importing rl_zoo3 replaces gymnasium's TimeLimit for the whole test process
-needs_zoo = pytest.mark.skipif(importlib.util.find_spec("rl_zoo3") is None, reason="the zoo extra")
+pytestmark = pytest.mark.slow
+
+# rl_zoo3 (the zoo extra) runs in subprocesses only: importing it here would replace gymnasium's TimeLimit
+# for the whole test process. Without the extra the subprocess fails and names the missing module.
 
 
 def test_zoo_extra_declares_what_enjoy_and_record_import():
@@ -24,7 +25,6 @@ def test_zoo_extra_declares_what_enjoy_and_record_import():
     assert "requests" in zoo and any(r.startswith("rl_zoo3") for r in zoo)
 
 
-@needs_zoo
 def test_rl_zoo3_enjoy_plays_a_saved_model(tmp_path):
     from stable_baselines3 import PPO
 
@@ -42,11 +42,9 @@ def test_rl_zoo3_enjoy_plays_a_saved_model(tmp_path):
 
 
 @pytest.mark.parametrize("env_id", ["RetroKit/Pong-v0", "RetroKit/Pong-Atari2600-v0"])
-@needs_zoo
 def test_rl_zoo3_enjoy_renders_in_a_window(tmp_path, env_id):
     # enjoy without --no-render: the zoo makes the env with render_mode="human" and calls
     # VecEnv.render("human") every step; SDL's dummy driver stands in for a display
-    pytest.importorskip("pygame", reason="render_mode='human' needs pygame (a package dependency)")
     from stable_baselines3 import PPO
 
     name = env_id.replace("/", "-")
