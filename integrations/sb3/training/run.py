@@ -26,6 +26,7 @@ from retro_atari_kit.integrations.sb3.training.models import (
 from retro_atari_kit.integrations.sb3.training.rules import load_hyperparams
 from retro_atari_kit.integrations.sb3.training.safe_load import load_replay
 
+from retro_atari_kit.models.threads import learner_threads
 from retro_atari_kit.processes import ChildDiedError
 from retro_atari_kit.runs import (
     CHECKPOINT_DIR,
@@ -159,8 +160,6 @@ def _note(note: str | None, out: Print) -> None:
 def _train_locked(
     config: dict[str, Any], run_dir: str, resume_from: str | None, segment: int, stop: StopRequest, out: Print
 ) -> dict[str, Any]:
-    from retro_atari_kit.models.threads import learner_threads
-
     seed = segment_seed(config["seed"], segment)  # fresh env randomness after a resume, same config
     # `parallel_play` in the preset -> envs in a play process (integrations/sb3/parallel_play)
     from retro_atari_kit.integrations.sb3.parallel_play import active_play_options, play_class_and_env
