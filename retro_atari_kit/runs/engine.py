@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from retro_atari_kit.errors import RunError
 
-if TYPE_CHECKING:  # annotations only: runs.spec imports this module's ENGINES
+if TYPE_CHECKING:  # annotations only: runs.spec needs ENGINES (through runs.layout) at import
     import gymnasium as gym
 
     from retro_atari_kit.runs.spec import TrainSpec
