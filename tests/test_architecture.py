@@ -6,7 +6,8 @@
 - An integration imports the core and its own modules only: never another integration (except the one it is
   built on: the zoo's on SB3's), never the CLI, and never the run layer's new-run / resume checks (the run
   layer calls down into an engine's ``RULES``; no engine calls back up).
-- Inside the core, a module imports only from its own layer or lower ones (:data:`LAYERS`, lowest first).
+- Inside the core, a module imports only from its own layer or lower ones (:data:`LAYERS`, lowest first),
+  and no modules import each other, directly or round a circle (function-level imports included).
 - The core names an integration module in one place only: the engines' one static table,
   ``runs.engine.ENGINE_REGISTRY``; every engine there provides the engine interface and no ``prepare``.
 - ``retrokit --help``, ``list``, ``plot``, ``import-roms`` and ``bench`` load no torch, SB3 or Ray.
@@ -42,14 +43,27 @@ def module_name(path: Path, core: Path = CORE, integrations: Path = INTEGRATIONS
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_modules(path: Path, module: str | None = None) -> set[str]:
-    """Every module a file imports, at any depth (function-level imports included), as absolute names.
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the nodes inside ``if TYPE_CHECKING:`` blocks: imports that never run."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            inside.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return inside
+
+
+def imported_modules(path: Path, module: str | None = None, type_checking: bool = True) -> set[str]:
+    """Every module a file imports, at any depth (function-level imports included), as absolute names;
+    with ``type_checking=False``, only the imports that run (not those under ``if TYPE_CHECKING:``).
 
     Relative imports (``from . import x``, ``from ..integrations import y``) are resolved against
     ``module``, the file's own module name (``module_name(path)`` by default)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = set() if type_checking else _type_checking_only(tree)
     names: set[str] = set()
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -148,6 +162,48 @@ def layer_offences(core: Path = CORE, layers: tuple[tuple[str, ...], ...] = LAYE
             if rank.get(parts[1], -1) > rank[own]:
                 offences.append(f"{relative}: {name} ({parts[1]} is a higher layer than {own})")
     return offences
+
+
+def import_cycles(core: Path = CORE) -> list[str]:
+    """Modules of the core that import each other, directly or round a longer circle (imports that run,
+    function-level ones included): one line per group of such modules (a strongly connected component)."""
+    paths = {module_name(p, core=core): p for p in sorted(core.rglob("*.py"))}
+
+    def resolve(name: str) -> str | None:  # "pkg.mod.attr" -> "pkg.mod", the longest prefix that is a module
+        parts = name.split(".")
+        return next((m for i in range(len(parts), 0, -1) if (m := ".".join(parts[:i])) in paths), None)
+
+    graph = {
+        m: sorted(
+            {r for n in imported_modules(p, m, type_checking=False) if (r := resolve(n)) not in (None, m)}
+        )
+        for m, p in paths.items()
+    }
+    # Tarjan's strongly connected components
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[str] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = stack[stack.index(node) :]
+            del stack[stack.index(node) :]
+            if len(group) > 1:
+                groups.append(", ".join(sorted(group)))
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    return sorted(groups)
 
 
 def _code_strings(path: Path) -> list[tuple[int, str]]:
@@ -295,6 +351,34 @@ def test_the_layer_check_catches_an_upward_import_and_a_unit_in_no_layer(tmp_pat
         "errors.py: retro_atari_kit.runs (runs is a higher layer than errors)",
         "errors.py: retro_atari_kit.runs.layout (runs is a higher layer than errors)",
     ]
+
+
+def test_the_cycle_check_catches_modules_that_import_each_other(tmp_path):
+    """Two modules importing each other (one lazily, as the retro env and its worker did) and a circle of
+    three are reported; an import only for type checking is not one that runs."""
+    core = tmp_path / "retro_atari_kit"
+    (core / "envs").mkdir(parents=True)
+    (core / "envs" / "__init__.py").write_text("")
+    (core / "envs" / "retro.py").write_text("def f():\n    from .retro_worker import W\n")
+    (core / "envs" / "retro_worker.py").write_text(
+        "def g():\n    from retro_atari_kit.envs.retro import make\n"
+    )
+    (core / "a.py").write_text("from . import b\n")
+    (core / "b.py").write_text("from retro_atari_kit import c\n")
+    (core / "c.py").write_text("import retro_atari_kit.a\n")
+    (core / "spec.py").write_text("from retro_atari_kit.table import ENGINES\n")
+    (core / "table.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from retro_atari_kit.spec import Spec\n"
+    )
+    assert import_cycles(core) == [
+        "retro_atari_kit.a, retro_atari_kit.b, retro_atari_kit.c",
+        "retro_atari_kit.envs.retro, retro_atari_kit.envs.retro_worker",
+    ]
+
+
+def test_no_two_modules_of_the_core_import_each_other():
+    cycles = import_cycles()
+    assert not cycles, cycles
 
 
 def test_core_modules_import_only_their_own_layer_or_lower_ones():
