@@ -26,7 +26,14 @@ from retro_atari_kit.vector._stacked import StackedVectorEnv
 
 BACKENDS = ("auto", "native", "subprocess", "inprocess")
 
-__all__ = ["BACKENDS", "StackedVectorEnv", "WorkerDiedError", "make_vector_env", "resolve_backend"]
+__all__ = [
+    "BACKENDS",
+    "StackedVectorEnv",
+    "WorkerDiedError",
+    "make_vector_env",
+    "resolve_backend",
+    "worker_processes",
+]
 
 
 def worker_processes(backend: str, num_envs: int, shards: Any = None) -> int:
