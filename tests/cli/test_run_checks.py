@@ -66,7 +66,7 @@ def test_a_new_run_refused_by_the_engine_writes_nothing(tmp_path):
     assert not os.path.exists(tmp_path / "r")
 
 
-def test_the_run_layer_takes_the_rules_of_the_engine_a_run_names(tmp_path):
+def test_the_run_layer_takes_the_rules_of_the_engine_a_run_names_rllib_here(tmp_path):
     """One descent: the run layer finds the engine in its one table and calls down into its RULES (here
     RLlib's, which start no Ray); no engine module is called to prepare."""
     spec = TrainSpec(algo="appo", env_id=ENV, engine="rllib", run_dir=str(tmp_path / "r"), timesteps=64,
