@@ -20,7 +20,6 @@ import os
 import resource
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 #: the largest observation side: emulator screens are at most 256x320, so a larger one only repeats pixels
 MAX_SCREEN_SIZE = 1024
@@ -278,19 +277,6 @@ def check_env_options(env_id: str, options: dict) -> None:
         OBS_COPIES * obs + ENV_BYTES,
         "lower frame_stack or screen_size",
     )
-
-
-def worker_processes(backend: str, num_envs: int, shards: Any = None) -> int:
-    """Worker processes ``backend`` starts for ``num_envs`` envs: the subprocess backend one per env, the
-    native one per shard when there is more than one (ValueError for a bad ``shards``)."""
-    if backend == "subprocess":
-        return num_envs
-    if backend == "native":
-        from retro_atari_kit.vector.native_shards import check_shards
-
-        n = check_shards(shards, num_envs)
-        return n if n > 1 else 0
-    return 0
 
 
 def check_vector_env(env_id: str, num_envs: int, backend: str, options: dict, processes: int) -> None:

@@ -17,6 +17,10 @@ import numpy as np
 from retro_atari_kit.envs._options import FRAME_SKIP
 from retro_atari_kit.envs.ale import MAX_FRAMES_PER_EPISODE
 from retro_atari_kit.errors import check_output_path
+from retro_atari_kit.evaluation import check_model_fits
+from retro_atari_kit.files import atomic_write, check_creatable, os_error_message
+from retro_atari_kit.models.threads import playing_threads
+from retro_atari_kit.registration import make_env
 
 # A recorded game ends at ALE's own cap at the latest: 108,000 frames = 27,000 agent steps of 4 frames.
 DEFAULT_MAX_STEPS = MAX_FRAMES_PER_EPISODE // FRAME_SKIP.default
@@ -80,9 +84,6 @@ def record_video(
     true score drawn in the frame. ``.mp4`` falls back to ``.gif`` when ffmpeg is missing. A game ends
     after ``max_steps`` agent steps (default :data:`DEFAULT_MAX_STEPS`). ``out`` is checked
     (:func:`check_video_path`) before a game is played. Returns (path written, true scores)."""
-    from retro_atari_kit.models.threads import playing_threads
-    from retro_atari_kit.registration import make_env
-
     check_video_path(out)
     max_steps = DEFAULT_MAX_STEPS if max_steps is None else int(max_steps)
     root, ext = os.path.splitext(out)
@@ -93,8 +94,6 @@ def record_video(
     frames: list[np.ndarray] = []
     scores: list[float] = []
     try:
-        from retro_atari_kit.evaluation import check_model_fits
-
         check_model_fits(model, env_id, env.observation_space, env.action_space)
         obs, _ = env.reset(seed=seed)
         state, start = None, np.ones((1,), dtype=bool)
@@ -131,12 +130,10 @@ def record_video(
 
 def write_video(out: str, frames: list[np.ndarray], fps: float) -> None:
     """Write ``frames`` to ``out`` (a GIF keeps every other frame) as a whole or not at all: written under a
-    temporary name and renamed (``runs.files.atomic_write``), so a failure (a full disk, a name ffmpeg
+    temporary name and renamed (``files.atomic_write``), so a failure (a full disk, a name ffmpeg
     cannot open) leaves no half video and an older file at ``out`` as it was. Raises OSError naming ``out``
     with the reason ffmpeg gave; ffmpeg's own lines are not shown."""
     import imageio.v2 as imageio
-
-    from retro_atari_kit.runs.files import atomic_write
 
     def write(tmp: str) -> None:
         if out.lower().endswith(".gif"):  # encoded in memory: a full disk is one OSError of ours, not the
@@ -200,7 +197,6 @@ def check_video_path(out: str) -> None:
             )
         raise ValueError(f"--out {out!r}: use a .mp4 or .gif file name")
     check_output_path(out)
-    from retro_atari_kit.runs.files import check_creatable, os_error_message
 
     try:  # a name too long, /proc, a read-only disk: said before a game is played
         check_creatable(out)

@@ -10,6 +10,7 @@ from typing import Any
 import gymnasium as gym
 
 from retro_atari_kit.catalog import ENTRY_POINTS, ale_games, retro_games
+from retro_atari_kit.catalog.suggest import did_you_mean
 from retro_atari_kit.errors import RunError
 
 VECTOR_ENTRY_POINT = "retro_atari_kit.vector:make_vector_env"
@@ -53,7 +54,6 @@ def check_env_id(env_id: str) -> None:
     kit_id = kit_env_id_for(env_id)
     if kit_id is not None:
         raise RunError(f"{env_id!r} is not a RetroKit env; use {kit_id} (the kit's stack of that game)")
-    from retro_atari_kit.catalog.suggest import did_you_mean
 
     ids = [k for k in gym.registry if k.startswith("RetroKit/")]
     # IDs containing the text first (`Sonic` -> RetroKit/SonicTheHedgehog-Genesis-v0, ...), then typos

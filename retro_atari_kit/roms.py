@@ -31,7 +31,7 @@ from retro_atari_kit.catalog.retro import (
     retro_games,
     scan_retro_games,
 )
-from retro_atari_kit.runs.files import atomic_write_bytes
+from retro_atari_kit.files import atomic_write_bytes
 
 MAX_ROM_BYTES = 0x2000000  # 32 MiB, stable-retro's largest supported game
 IMPORT_COMMAND = "retrokit import-roms DIR"

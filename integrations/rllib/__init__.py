@@ -1,8 +1,11 @@
 """Ray RLlib integration: RetroKit envs on every worker, ``KitRLModule``, ready Atari configs, run dirs.
 
-Install with ``pip install "retro-atari-kit[rllib]"``. Names are imported lazily, so this package imports
-without Ray; using a name that needs Ray without it raises one ImportError that says how to install it.
-See docs/rllib.md.
+Install with ``pip install "retro-atari-kit[rllib]"``. Installed as ``retro_atari_kit.integrations.rllib``
+(its source is ``integrations/rllib/`` at the top level of the repository). It imports the core and Ray, never
+another integration or the CLI; the run layer finds its training engine, ``training.py``, in
+``retro_atari_kit.runs.engine.ENGINE_REGISTRY``. Names are imported lazily, so this package imports without
+Ray; using a name that needs Ray without it raises one ImportError that says how to install it. See
+docs/rllib.md.
 """
 
 from __future__ import annotations
@@ -22,8 +25,6 @@ _EXPORTS = {
     "get_preset": "retro_atari_kit.integrations.rllib.hyperparams",
     "load_model": "retro_atari_kit.integrations.rllib.policy",
     "KitPolicy": "retro_atari_kit.integrations.rllib.policy",
-    "prepare": "retro_atari_kit.integrations.rllib.training",
-    "prepare_resume": "retro_atari_kit.integrations.rllib.training",
     "train": "retro_atari_kit.integrations.rllib.training",
 }
 

@@ -1,6 +1,7 @@
 """``retrokit train ... --engine rllib``: the RLlib engine behind the CLI, on the kit's run layer.
 
-The engine interface the CLI calls (the same as the SB3 engine's): :func:`prepare`, :func:`prepare_resume`,
+The engine interface (``runs.engine.ENGINE_INTERFACE``, the same as the SB3 engine's): ``RULES`` (its part of
+the run layer's new-run and resume checks, :mod:`.rules`, which the run layer calls down into),
 :func:`train`, :func:`load_model`, :func:`latest_model`, :func:`export_model`. The run directory (config,
 lock, checkpoints, monitor CSVs, progress merging) is ``retro_atari_kit.runs``; RLlib checkpoints are
 directories ``checkpoints/model_<steps>_steps/`` (RLlib's full algorithm state, plus ``policy.pt`` for
@@ -32,7 +33,6 @@ from retro_atari_kit.registration import probe_env
 from retro_atari_kit.runs import (
     RunError,
     StopRequest,
-    TrainSpec,
     begin_segment,
     final_model_path,
     list_checkpoints,
@@ -41,34 +41,18 @@ from retro_atari_kit.runs import (
     training_session,
 )
 from retro_atari_kit.runs.layout import single_env_kwargs
-from retro_atari_kit.runs.resume import prepare_resume as check_resume
-from retro_atari_kit.runs.startup import finished_lines, prepare_new_run, segment_seed, stopped_lines
+from retro_atari_kit.runs.startup import finished_lines, segment_seed, stopped_lines
 
 # the engine interface (export_model, latest_model and save_checkpoint live in .checkpoints)
 __all__ = [
     "export_model",
     "latest_model",
     "load_model",
-    "prepare",
-    "prepare_resume",
+    "RULES",
     "run_steps",
     "save_checkpoint",
     "train",
 ]
-
-
-def prepare(spec: TrainSpec, force: bool = False, out: Callable[[str], None] = print) -> tuple[dict, str]:
-    """Check a new run (the run layer's checks with RLlib's part, :mod:`.rules`; Ray is not started), then
-    create its run dir and ``config.yaml``; returns ``(config, run_dir)``."""
-    return prepare_new_run(spec, RULES, force, out)
-
-
-def prepare_resume(
-    run_dir: str, timesteps: int | None = None, out: Callable[[str], None] = print
-) -> tuple[dict, str, str]:
-    """The run's config (with a new total ``timesteps`` if given) and its newest complete checkpoint, after
-    the run layer's one resume check with RLlib's part (``retro_atari_kit.runs.resume``)."""
-    return check_resume(run_dir, timesteps, RULES, out)
 
 
 def _spaces(config: dict[str, Any]) -> tuple[tuple[int, ...], int]:

@@ -1,6 +1,9 @@
 """Stable-Baselines3 integration: feature extractors, the vec-env launcher, compact replay, presets.
 
-Names are imported lazily so ``import retro_atari_kit.integrations.sb3`` stays cheap.
+Installed as ``retro_atari_kit.integrations.sb3`` (its source is ``integrations/sb3/`` at the top level of the
+repository). It imports the core and SB3, never another integration or the CLI; the run layer finds its
+training engine, ``training/``, in ``retro_atari_kit.runs.engine.ENGINE_REGISTRY``. Names are imported
+lazily so ``import retro_atari_kit.integrations.sb3`` stays cheap.
 """
 
 from __future__ import annotations

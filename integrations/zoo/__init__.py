@@ -13,6 +13,10 @@ The kit's env already is the full DeepMind stack (no-op reset, max-and-skip, epi
 gray, reward clip, 4-frame stack, uint8 channel-first). The zoo adds ``AtariWrapper`` and ``VecFrameStack``
 only for envs whose entry point is ale-py's ``AtariEnv`` or whose hyperparameters name ``env_wrapper`` /
 ``frame_stack``; RetroKit IDs have neither, so no second stack is added. See docs/cli.md.
+
+Installed as ``retro_atari_kit.integrations.zoo`` (its source is ``integrations/zoo/`` at the top level of the
+repository). It imports the core and the SB3 integration it is built on, never another integration or the
+CLI; no module of the kit imports it (rl-zoo3 does, by the ``--conf-file`` name above).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from retro_atari_kit.catalog.ale import NAMESPACE, VERSION
+from retro_atari_kit.catalog.suggest import did_you_mean
 
 INTEGRATIONS = ("stable", "contrib", "experimental")
 ENV_VAR = "RETROKIT_RETRO_INTEGRATIONS"
@@ -172,7 +173,6 @@ def retro_game(name: str, include: Iterable[str] | str | None = INTEGRATIONS) ->
     for game in retro_games(include):
         if game.name == name:
             return game
-    from retro_atari_kit.catalog.suggest import did_you_mean
 
     # names containing the text first (`Sonic` -> SonicTheHedgehog-Genesis, ...), then typos
     hint = did_you_mean(name, [g.name for g in retro_games(include)], more_hint=f"retrokit list {name}")

@@ -3,7 +3,7 @@
 ``main(argv=None) -> int`` is the console-script target. User errors (bad arguments, unknown IDs, an
 existing run dir, an unreadable checkpoint, a missing ROM) print one line naming the fix and return 2; so do
 the operating system's refusals (a name too long, a read-only or full disk, a folder where a file is
-expected, a broken link, output that cannot be written: ``runs.files.os_error_message``).
+expected, a broken link, output that cannot be written: ``retro_atari_kit.files.os_error_message``).
 SB3 is imported lazily inside the commands that need it; this module never imports it.
 """
 
@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from retro_atari_kit.cli._common import CliError
 from retro_atari_kit.envs._quiet import quiet_ale_banner
+from retro_atari_kit.files import os_error_message
 
 __all__ = ["CliError", "build_parser", "main"]
 
@@ -167,8 +168,6 @@ class _Stdout:
 def _os_error_line(exc: OSError, args: argparse.Namespace | None) -> str:
     """The one line for an OSError that reached ``main``: where, why, what to do; for the files of a run
     being trained, how to go on from its last checkpoint."""
-    from retro_atari_kit.runs.files import os_error_message
-
     if exc.filename == STDOUT:
         return os_error_message(
             OSError(exc.errno, exc.strerror),

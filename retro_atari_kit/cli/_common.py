@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from types import ModuleType
+
+from retro_atari_kit.runs.engine import load_engine
 
 
 class CliError(Exception):
@@ -24,6 +27,13 @@ def user_errors() -> Iterator[None]:
         ) from exc
     except ValueError as exc:  # RunError is a ValueError
         raise CliError(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from exc
+
+
+def engine(name: str) -> ModuleType:
+    """The engine module ``name`` from the run layer's one engine table (``runs.engine.ENGINE_REGISTRY``);
+    CliError naming the choices or the package to install."""
+    with user_errors():
+        return load_engine(name)
 
 
 def add_play_options(p) -> None:

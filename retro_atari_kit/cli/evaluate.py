@@ -9,9 +9,8 @@ import sys
 import zipfile
 from typing import Any
 
-from retro_atari_kit.cli._common import CliError, add_play_options, user_errors
+from retro_atari_kit.cli._common import CliError, add_play_options, engine, user_errors
 from retro_atari_kit.cli.arguments import parse_env_kwargs, positive_int, seed
-from retro_atari_kit.cli.engines import engine
 
 
 def add_parser(sub) -> None:

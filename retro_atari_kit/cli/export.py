@@ -8,9 +8,8 @@ import os
 import re
 import shutil
 
-from retro_atari_kit.cli._common import CliError, user_errors
-from retro_atari_kit.cli.engines import engine
-from retro_atari_kit.runs.files import check_creatable, os_error_message
+from retro_atari_kit.cli._common import CliError, engine, user_errors
+from retro_atari_kit.files import check_creatable, os_error_message
 
 
 def add_parser(sub) -> None:

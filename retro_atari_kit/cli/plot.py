@@ -13,8 +13,8 @@ import numpy as np
 from retro_atari_kit.cli._common import CliError, user_errors
 from retro_atari_kit.cli.arguments import positive_int
 from retro_atari_kit.errors import check_output_path
+from retro_atari_kit.files import check_creatable, os_error_message
 from retro_atari_kit.runs import atomic_write, read_monitor_csvs
-from retro_atari_kit.runs.files import check_creatable, os_error_message
 
 # matplotlib's warning for a character its font cannot draw (a CJK title with DejaVu Sans), one per glyph
 _MISSING_GLYPH = re.compile(r"Glyph (\d+) .*missing from")

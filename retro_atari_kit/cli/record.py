@@ -7,6 +7,7 @@ import sys
 
 from retro_atari_kit.cli._common import CliError, add_play_options, user_errors
 from retro_atari_kit.cli.arguments import positive_int, seed
+from retro_atari_kit.files import os_error_message
 
 
 def add_parser(sub) -> None:
@@ -50,7 +51,6 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from retro_atari_kit.cli.evaluate import load_target
     from retro_atari_kit.recording import check_video_path, record_video
-    from retro_atari_kit.runs.files import os_error_message
 
     with user_errors():
         check_video_path(args.out)  # before the model is loaded and a whole game is played

@@ -12,6 +12,7 @@ from typing import Any
 
 from retro_atari_kit.cli._common import CliError, user_errors
 from retro_atari_kit.cli.arguments import positive_int
+from retro_atari_kit.files import atomic_write
 
 
 def add_parser(sub) -> None:
@@ -124,8 +125,6 @@ def csv_text(rows: list[dict[str, Any]], command: str) -> str:
 
 
 def write_text(path: str, text: str) -> None:
-    from retro_atari_kit.runs import atomic_write
-
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)

@@ -8,7 +8,7 @@ import dataclasses
 import os
 import sys
 
-from retro_atari_kit.cli._common import CliError, user_errors
+from retro_atari_kit.cli._common import CliError, engine, user_errors
 from retro_atari_kit.cli.arguments import (
     nonneg_steps,
     parse_env_kwargs,
@@ -17,7 +17,6 @@ from retro_atari_kit.cli.arguments import (
     positive_int,
     seed,
 )
-from retro_atari_kit.cli.engines import engine, prepare_new_run
 from retro_atari_kit.runs.spec import (
     ENGINE_OPTION_SPECS,
     ENGINE_OPTIONS,
@@ -180,7 +179,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
+    """Settings descend once: the arguments -> the run layer's checks (``prepare_resume``,
+    ``prepare_new_run``, which call down into the engine's rules) -> the engine's ``train``."""
     from retro_atari_kit.runs import RunError, RunLock, TrainSpec, load_config
+    from retro_atari_kit.runs.resume import prepare_resume
+    from retro_atari_kit.runs.startup import prepare_new_run
 
     if args.resume:
         if args.algo or args.env_id:
@@ -193,7 +196,7 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
                 held.enter_context(RunLock(args.resume))  # so of two resumes exactly one goes on
         backend = engine(name)
         with user_errors():
-            config, run_dir, checkpoint = backend.prepare_resume(args.resume, timesteps=total)
+            config, run_dir, checkpoint = prepare_resume(args.resume, timesteps=total)
     else:
         if not args.algo or not args.env_id:
             raise CliError(
@@ -206,7 +209,9 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
             command=getattr(args, "command_line", ""),
             engine_options=_engine_options(args),
         )
-        backend, config, run_dir = prepare_new_run(spec, args.force)
+        backend = engine(spec.engine)  # a missing framework is named before any check
+        with user_errors():
+            config, run_dir = prepare_new_run(spec, args.force)
         checkpoint = None
     try:
         backend.train(config, run_dir, resume_from=checkpoint)

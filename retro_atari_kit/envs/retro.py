@@ -41,6 +41,8 @@ from retro_atari_kit.envs._render import (
     without_window,
 )
 from retro_atari_kit.envs._validate import Box, CheckedCalls, check_choice, check_int
+from retro_atari_kit.envs.retro_worker import RetroWorkerEnv
+from retro_atari_kit.roms import ensure_rom
 from retro_atari_kit.wrappers import (
     ACTION_SETS,
     ClipReward,
@@ -210,7 +212,6 @@ def make_retro_env(
     options = {
         k: v for k, v in locals().items() if k != "game"
     }  # the options as given: nothing else bound yet
-    from retro_atari_kit.roms import ensure_rom
 
     info: RetroGame = retro_game(game)
     cfg = validate_retro_kwargs(game, options)  # bad kwargs and missing ROMs raise here, in this process
@@ -268,6 +269,4 @@ def make_retro_env(
 
 
 def _in_worker(game: str, kwargs: dict[str, Any], env_id: str) -> gym.Env:
-    from retro_atari_kit.envs.retro_worker import RetroWorkerEnv
-
-    return RetroWorkerEnv(game, kwargs, env_id)
+    return RetroWorkerEnv(make_retro_env, game, kwargs, env_id)

@@ -1,12 +1,13 @@
 """A stable-retro env hosted in a worker process, behind the same ``gym.Env`` interface.
 
 stable-retro allows one emulator per process. When this process already has one, :func:`make_retro_env`
-returns a :class:`RetroWorkerEnv`: the whole kit stack is built by ``make_retro_env`` in a fresh worker
-process (``forkserver``, else ``spawn``: a forked child would inherit the parent's emulator and could not
-start its own), and every call travels over a pipe. Frames, rewards, flags, infos, ``render()`` frames and
-exceptions (same type and message) are the worker env's own, so for the same seed and actions the env
-behaves exactly like an in-process one; only ``env.unwrapped`` differs (it is this proxy: use
-``env.get_wrapper_attr(name)`` to reach attributes of the stack, e.g. ``get_action_meanings``).
+returns a :class:`RetroWorkerEnv`: the whole kit stack is built by ``make_retro_env`` (which it is given: this
+module never imports ``envs.retro``, which imports it) in a fresh worker process (``forkserver``, else
+``spawn``: a forked child would inherit the parent's emulator and could not start its own), and every call
+travels over a pipe. Frames, rewards, flags, infos, ``render()`` frames and exceptions (same type and message)
+are the worker env's own, so for the same seed and actions the env behaves exactly like an in-process one;
+only ``env.unwrapped`` differs (it is this proxy: use ``env.get_wrapper_attr(name)`` to reach attributes of
+the stack, e.g. ``get_action_meanings``).
 
 Lifetime: the worker ends with ``close()``, when the env is garbage collected, or at interpreter exit (it is a
 daemon process), so no process outlives its env. It ignores SIGINT, SIGTERM and SIGHUP (a stop sent to the
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -35,12 +37,12 @@ class EnvWorkerDiedError(ChildDiedError):
 
 
 class _RetroServer:
-    """The worker's side (run by :func:`~retro_atari_kit.processes.serve`): the whole kit stack."""
+    """The worker's side (run by :func:`~retro_atari_kit.processes.serve`): the whole kit stack, built by
+    ``make`` (``envs.retro.make_retro_env``, pickled by reference: unpickling it in the worker imports
+    ``retro_atari_kit``, which registers the IDs)."""
 
-    def __init__(self, game: str, kwargs: dict[str, Any]):
-        from retro_atari_kit.envs.retro import make_retro_env  # imports retro_atari_kit: registers the IDs
-
-        self.env = make_retro_env(game, **kwargs)  # bad kwargs, missing ROM: re-raised in the main process
+    def __init__(self, make: Callable[..., gym.Env], game: str, kwargs: dict[str, Any]):
+        self.env = make(game, **kwargs)  # bad kwargs, missing ROM: re-raised in the main process
 
     def hello(self) -> dict[str, Any]:
         return _describe(self.env)
@@ -92,7 +94,9 @@ def _run(env: gym.Env, cmd: str, data: Any) -> Any:
 
 
 class RetroWorkerEnv(gym.Env):
-    """``make_retro_env(game, **kwargs)`` run in a worker process; see the module docstring.
+    """``make(game, **kwargs)`` run in a worker process; see the module docstring. ``make`` is the single-env
+    builder (``make_retro_env``, passed in by its module so that this one never imports it back), a
+    module-level function the worker can unpickle.
 
     ``spec`` is the spec ``gym.make`` sets plus the stack's wrappers and time limit, so it equals the spec
     of an in-process env. ``worker_pid`` is the worker's process id.
@@ -100,7 +104,14 @@ class RetroWorkerEnv(gym.Env):
 
     reports_true_scores = True  # the stack in the worker writes the kit's true-score record
 
-    def __init__(self, game: str, kwargs: dict[str, Any], env_id: str, start_method: str | None = None):
+    def __init__(
+        self,
+        make: Callable[..., gym.Env],
+        game: str,
+        kwargs: dict[str, Any],
+        env_id: str,
+        start_method: str | None = None,
+    ):
         if start_method is None:
             start_method = default_start_method()
         if start_method not in ("forkserver", "spawn"):
@@ -110,7 +121,7 @@ class RetroWorkerEnv(gym.Env):
         self._base_spec: EnvSpec | None = None
         self._worker = ChildProcess(
             serve,
-            (_RetroServer, game, dict(kwargs)),
+            (_RetroServer, make, game, dict(kwargs)),
             who=f"{env_id}: the worker process",
             name=f"retrokit-{env_id}",
             context=start_method,

@@ -10,7 +10,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from retro_atari_kit.catalog import env_kind
 from retro_atari_kit.errors import RunError
+from retro_atari_kit.models.threads import playing_threads
+from retro_atari_kit.registration import make_env
 
 # called as each game ends: (games ended so far, true score, agent steps of that game)
 GameEnded = Callable[[int, float, int], None]
@@ -65,10 +68,6 @@ def evaluate_model(
     torch plays on one thread (:func:`retro_atari_kit.models.threads.playing_threads`: batch-of-a-few
     forwards gain nothing from more, and lose much on shared cores), its count restored after.
     """
-    from retro_atari_kit.catalog import env_kind
-    from retro_atari_kit.models.threads import playing_threads
-    from retro_atari_kit.registration import make_env
-
     kwargs = dict(env_kwargs or {})
     n = 1 if env_kind(env_id) == "retro" else max(1, min(max_envs, episodes))
     targets = [episodes // n + (1 if i < episodes % n else 0) for i in range(n)]
@@ -137,8 +136,6 @@ def evaluate_model_vector(
     come from ale-py's generator (docs/vectorization.md, "Exactness"), so the games differ from
     :func:`evaluate_model`'s, equally distributed. ``vector_kwargs`` go to ``gym.make_vec`` (``backend``).
     """
-    from retro_atari_kit.models.threads import playing_threads
-
     n = max(1, min(num_envs, episodes))
     venv = gym.make_vec(
         env_id, num_envs=n, autoreset_mode="SameStep", **{**(env_kwargs or {}), **vector_kwargs}

@@ -9,6 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from retro_atari_kit.errors import RunError
+from retro_atari_kit.evaluation.scores import game_of
+from retro_atari_kit.files import atomic_write
+from retro_atari_kit.runs import load_config, read_monitor_csvs
+
 GRID_POINTS = 40
 WINDOW = 100  # games in the trailing mean of a curve, as `retrokit plot` and the training logs
 
@@ -23,8 +28,6 @@ def _pyplot():
 
 
 def _save(fig: Any, out: str) -> str:
-    from retro_atari_kit.runs import atomic_write
-
     plt = _pyplot()
     try:
         fig.tight_layout()
@@ -134,10 +137,6 @@ def sample_efficiency_plot(runs: list[dict[str, Any]], out: str, reps: int = 1_0
 
 def run_entry(run_dir: str, label: str) -> dict[str, Any] | None:
     """A run dir as :func:`sample_efficiency_plot` takes it; None for one without monitor CSVs."""
-    from retro_atari_kit.errors import RunError
-    from retro_atari_kit.evaluation.scores import game_of
-    from retro_atari_kit.runs import load_config, read_monitor_csvs
-
     try:
         config = load_config(run_dir)
         monitor = read_monitor_csvs(run_dir)

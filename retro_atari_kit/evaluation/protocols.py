@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from retro_atari_kit.catalog import env_kind
 from retro_atari_kit.errors import RunError
+from retro_atari_kit.registration import make_env
 
 # ALE's per-game frame cap (30 minutes of play at 60 Hz), always set by the kit's ALE env
 ALE_FRAME_CAP = 108_000
@@ -92,8 +94,6 @@ def protocol_env_kwargs(protocol: Protocol | str, env_id: str, run_kwargs: dict[
     RunError for a protocol other than ``training`` on a stable-retro game: the Machado and Nature
     protocols are defined for the ALE (its action sets, no-ops and frame cap have no stable-retro meaning).
     """
-    from retro_atari_kit.catalog import env_kind
-
     p = get_protocol(protocol) if isinstance(protocol, str) else protocol
     if p.name == "training":
         return dict(run_kwargs)
@@ -109,8 +109,6 @@ def protocol_env_kwargs(protocol: Protocol | str, env_id: str, run_kwargs: dict[
 def full_action_indices(env_id: str) -> list[int]:
     """Index in the full 18-action set of each action of the game's minimal set (ALE's action meanings):
     what a policy trained on the minimal set means when it plays in the full action space."""
-    from retro_atari_kit.registration import make_env
-
     meanings = {}
     for full in (False, True):
         env = make_env(env_id, full_action_space=full)

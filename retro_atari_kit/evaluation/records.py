@@ -12,7 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from retro_atari_kit import __version__
 from retro_atari_kit.errors import RunError
+from retro_atari_kit.evaluation.scores import game_of, human_normalized
+from retro_atari_kit.files import atomic_write
 
 KIND = "retro-atari-kit eval"
 
@@ -39,9 +42,6 @@ def make_record(
     notes: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record of one evaluation (see docs/evaluation.md for its fields)."""
-    from retro_atari_kit import __version__
-    from retro_atari_kit.evaluation.scores import game_of, human_normalized
-
     a = np.asarray(scores, dtype=np.float64)
     game = game_of(env_id)
     hns = human_normalized(game, float(a.mean())) if a.size else None
@@ -76,8 +76,6 @@ def make_record(
 
 def write_record(record: dict[str, Any], out_dir: str) -> str:
     """Write ``record`` atomically to ``out_dir/<run>.<protocol>.json``; returns the path."""
-    from retro_atari_kit.runs import atomic_write
-
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, record_name(record["run"], record["protocol"]["protocol"]))
     text = json.dumps(record, indent=1) + "\n"

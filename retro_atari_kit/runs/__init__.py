@@ -14,6 +14,7 @@ lock, checkpoints, the true-score monitor CSV and the progress table. Core: no t
 """
 
 from retro_atari_kit.errors import RunError
+from retro_atari_kit.files import atomic_write, atomic_write_bytes, atomic_write_text
 from retro_atari_kit.runs.checkpoints import (
     CHECKPOINT_DIR,
     checkpoint_path,
@@ -22,7 +23,6 @@ from retro_atari_kit.runs.checkpoints import (
     publish_final_model,
 )
 from retro_atari_kit.runs.export import RECORD_FILES, check_export_target, copy_run_record
-from retro_atari_kit.runs.files import atomic_write, atomic_write_bytes, atomic_write_text
 from retro_atari_kit.runs.layout import (
     CONFIG_FILE,
     CONFIG_MARKER,

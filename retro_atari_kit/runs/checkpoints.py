@@ -19,7 +19,7 @@ import re
 import shutil
 import zipfile
 
-from retro_atari_kit.runs.files import atomic_write, leftover_temporaries
+from retro_atari_kit.files import atomic_write, leftover_temporaries
 from retro_atari_kit.runs.lock import lock_owner
 from retro_atari_kit.runs.untrusted import zip_is_sane
 

@@ -1,21 +1,88 @@
-"""What a training engine tells the run layer, so that the run layer alone runs the checks of a new run and
-of a resume (``startup.prepare_new_run``, ``resume.prepare_resume``) and every engine only adapts.
+"""The training engines a run can name, and what each tells the run layer.
 
-An engine (``integrations/<name>/training``) builds one :class:`EngineRules` of plain functions; nothing here
-imports an engine. The functions only read: the run layer writes the run dir once every check has passed.
+:data:`ENGINE_REGISTRY` is the one static table of engines: name -> the module that implements it and the
+command that installs its framework. The module paths are strings, imported by :func:`load_engine` only
+when a command needs that engine, so the core loads no framework (``retrokit --help``, ``list``, ``plot``
+load none); this is the only place the core names an integration.
+
+A run's settings descend once, CLI -> run layer -> engine: the run layer alone runs the checks of a new run
+and of a resume (``startup.prepare_new_run(spec, force)``, ``resume.prepare_resume(run_dir, timesteps)``),
+taking the engine's part from its ``RULES`` (an :class:`EngineRules` of plain functions); no engine calls
+back up into the run layer for those checks. An engine module provides:
+
+- ``RULES``: its :class:`EngineRules`;
+- ``train(config, run_dir, resume_from)``;
+- ``load_model(path, device=..., algo=...)``: an object with SB3's ``predict``;
+- ``latest_model(run_dir) -> (path, steps)`` and ``export_model(run_dir, out_dir) -> (path, steps)`` (a
+  small copy of the final model for publishing).
+
+The rules' functions only read: the run layer writes the run dir once every check has passed.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import gymnasium as gym
+from retro_atari_kit.errors import RunError
 
-from retro_atari_kit.runs.spec import TrainSpec
+if TYPE_CHECKING:  # annotations only: runs.spec needs ENGINES (through runs.layout) at import
+    import gymnasium as gym
 
-__all__ = ["EngineRules", "SavedPolicy"]
+    from retro_atari_kit.runs.spec import TrainSpec
+
+__all__ = [
+    "ENGINES",
+    "ENGINE_INTERFACE",
+    "ENGINE_REGISTRY",
+    "EngineEntry",
+    "EngineRules",
+    "SavedPolicy",
+    "engine_rules",
+    "load_engine",
+]
+
+
+@dataclass(frozen=True)
+class EngineEntry:
+    """Where an engine lives (``module``, imported lazily) and how to install what it needs (``install``)."""
+
+    module: str
+    install: str
+
+
+# the one table of engines; a new engine is one line here (docs/architecture.md, "A new training engine")
+ENGINE_REGISTRY: dict[str, EngineEntry] = {
+    "sb3": EngineEntry("retro_atari_kit.integrations.sb3.training", "pip install retro-atari-kit"),
+    "rllib": EngineEntry(
+        "retro_atari_kit.integrations.rllib.training", 'pip install "retro-atari-kit[rllib]"'
+    ),
+}
+ENGINES = tuple(ENGINE_REGISTRY)
+# what every engine module provides (see the module docstring)
+ENGINE_INTERFACE = ("RULES", "train", "load_model", "latest_model", "export_model")
+
+
+def load_engine(name: str) -> ModuleType:
+    """The engine module ``name``; RunError naming the choices, or the package to install when its import
+    fails for a missing package."""
+    entry = ENGINE_REGISTRY.get(name)
+    if entry is None:
+        raise RunError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
+    try:
+        return importlib.import_module(entry.module)
+    except ImportError as exc:
+        raise RunError(
+            f"the {name} engine needs a package that is missing ({exc.name}): {entry.install}"
+        ) from None
+
+
+def engine_rules(name: str) -> EngineRules:
+    """The :class:`EngineRules` of the engine ``name`` (see :func:`load_engine`)."""
+    return load_engine(name).RULES
 
 
 @dataclass(frozen=True)
@@ -54,6 +121,10 @@ class EngineRules:
     - ``check_checkpoint(path, config, checked)``: anything else the checkpoint must agree with (its network,
       its policy's construction); ``checked`` is what ``check_config`` returned.
     - ``describe(config, run_dir)``: the lines a resume prints before it starts.
+
+    Both: ``local_vector_env`` is True for an engine that runs the config's ``n_envs`` envs in one vector env
+    of the training process (SB3): the run layer then checks that they fit this process's limits; False
+    where the engine's workers make and check their own (RLlib's env runners).
     """
 
     name: str
@@ -64,3 +135,4 @@ class EngineRules:
     check_config: Callable[[dict[str, Any], str], Any]
     check_checkpoint: Callable[[str, dict[str, Any], Any], None]
     describe: Callable[[dict[str, Any], str], list[str]]
+    local_vector_env: bool = False

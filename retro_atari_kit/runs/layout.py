@@ -25,7 +25,8 @@ from typing import Any
 import yaml
 
 from retro_atari_kit.errors import RunError
-from retro_atari_kit.runs.files import atomic_write_text, check_creatable, check_entries, os_error_message
+from retro_atari_kit.files import atomic_write_text, check_creatable, check_entries, os_error_message
+from retro_atari_kit.runs.engine import ENGINES  # the engines' one table
 from retro_atari_kit.runs.lock import describe_owner, lock_owner, stop_hint
 from retro_atari_kit.runs.stop import active_stop_request
 
@@ -33,7 +34,6 @@ CONFIG_FILE = "config.yaml"
 CONFIG_MARKER = "retro-atari-kit run"
 MONITOR_DIR = "monitor"
 ORPHANED_PREFIX = "orphaned-"
-ENGINES = ("sb3", "rllib")
 # what training writes in a run dir, by kind: checked before a resume writes anything (check_entries);
 # progress.csv is not: one that cannot be read is left as it was and not merged, saying so (progress.py)
 RUN_FILES = ("log.txt", "evaluations.csv", "model.zip")

@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 
-from retro_atari_kit.runs.files import atomic_write_bytes, atomic_write_text
+from retro_atari_kit.files import atomic_write_bytes, atomic_write_text
 from retro_atari_kit.runs.layout import ORPHANED_PREFIX
 from retro_atari_kit.runs.monitor import monitor_files, split_monitor_csv
 

@@ -4,8 +4,8 @@ Everything is checked before anything of the run dir is written or removed: the 
 being trained, every field of its ``config.yaml`` (it may have been edited by hand), the env that config
 makes (built once), and that the newest complete checkpoint was written by the config's algorithm for that
 env (and, per engine, with that network). Only then are the leftovers of writes cut short removed and a new
-``--timesteps`` total recorded. Engines add their part through
-:class:`~retro_atari_kit.runs.engine.EngineRules`.
+``--timesteps`` total recorded. The engine is the one the run's config names; it adds its part through its
+``RULES`` (:class:`~retro_atari_kit.runs.engine.EngineRules`), found in ``runs.engine.ENGINE_REGISTRY``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from retro_atari_kit.errors import RunError
+from retro_atari_kit.models import check_network
+from retro_atari_kit.registration import check_env_id, open_env
 from retro_atari_kit.runs.checkpoints import CHECKPOINT_DIR, discard_unfinished_writes, unfinished_writes
-from retro_atari_kit.runs.engine import EngineRules, SavedPolicy
+from retro_atari_kit.runs.engine import SavedPolicy, engine_rules
 from retro_atari_kit.runs.layout import (
     CONFIG_FILE,
     check_config_fields,
@@ -26,6 +28,7 @@ from retro_atari_kit.runs.layout import (
     set_total_timesteps,
     single_env_kwargs,
 )
+from retro_atari_kit.runs.startup import check_backend, check_device
 
 Print = Callable[[str], None]
 
@@ -40,10 +43,6 @@ def check_common_config(config: dict[str, Any], path: str) -> None:
     """RunError naming the first field of ``config`` (read from ``path``) that no engine can resume: a missing
     or mistyped common field, an unknown env ID, network or device, ``env_kwargs`` that are not a mapping.
     The engine checks its own fields after this; the vector backend is checked with the env it runs."""
-    from retro_atari_kit.models import check_network
-    from retro_atari_kit.registration import check_env_id
-    from retro_atari_kit.runs.startup import check_device
-
     check_config_fields(config, path, REQUIRED_FIELDS, INT_FIELDS)
     if not isinstance(config.get("env_kwargs", {}), dict):
         raise config_field_error(
@@ -87,20 +86,15 @@ def _check_algo(checkpoint: str, saved: SavedPolicy, algo: Any) -> None:
 
 
 def prepare_resume(
-    run_dir: str, timesteps: int | None, rules: EngineRules, out: Print = print
+    run_dir: str, timesteps: int | None = None, out: Print = print
 ) -> tuple[dict[str, Any], str, str]:
-    """Check a resume of ``run_dir`` by the engine ``rules``; returns ``(config, run_dir, checkpoint)``.
+    """Check a resume of ``run_dir`` by the engine that trained it; returns ``(config, run_dir, checkpoint)``.
 
     Call it holding the run's lock (``RunLock``), as the CLI does. ``timesteps`` is a new total (never below
     the checkpoint's steps) or None to keep the config's.
     """
-    from retro_atari_kit.registration import open_env
-
     config = open_for_resume(run_dir)
-    if config.get("engine") != rules.name:
-        raise RunError(
-            f"{run_dir} was trained with --engine {config.get('engine')}; resume it with that engine"
-        )
+    rules = engine_rules(config["engine"])
     leftovers = unfinished_writes(run_dir)  # removed only once every check below has passed
     cut = {path for path, _ in leftovers}
     checkpoints = [c for c in rules.checkpoints(run_dir) if c[1] not in cut]
@@ -117,7 +111,7 @@ def prepare_resume(
     env = open_env(config["env_id"], env_kwargs)
     try:
         check_saved_policy(checkpoint, saved, env.observation_space, env.action_space)
-        n_envs = config.get("n_envs") if rules.name == "sb3" else None  # as a new run (runs.startup)
+        n_envs = config.get("n_envs") if rules.local_vector_env else None  # as a new run (runs.startup)
         _check_backend(config["env_id"], config_backend(config), env_kwargs, path, n_envs)
     finally:
         env.close()
@@ -134,8 +128,6 @@ def prepare_resume(
 def _check_backend(
     env_id: str, backend: str, env_kwargs: dict[str, Any], path: str, n_envs: int | None = None
 ) -> None:
-    from retro_atari_kit.runs.startup import check_backend
-
     try:
         check_backend(env_id, backend, env_kwargs, n_envs)
     except RunError as exc:

@@ -3,7 +3,8 @@
 Every engine's new run goes through :func:`prepare_new_run` (its resume through ``resume.prepare_resume``),
 so each engine, present or future, gets the same env, device, backend, hyperparameter-range and run-dir
 checks with the same one-line messages, the env built once; engines add only what is theirs through their
-:class:`~retro_atari_kit.runs.engine.EngineRules`. Whether a CUDA device exists is asked of
+``RULES`` (:class:`~retro_atari_kit.runs.engine.EngineRules`), found in the engines' one table
+(``runs.engine.ENGINE_REGISTRY``). Whether a CUDA device exists is asked of
 ``retro_atari_kit.models``.
 """
 
@@ -16,8 +17,11 @@ from typing import Any
 import gymnasium as gym
 
 from retro_atari_kit.errors import RunError
+from retro_atari_kit.limits import check_vector_env
+from retro_atari_kit.models import check_network, cuda_devices
 from retro_atari_kit.presets.ranges import check_ranges
-from retro_atari_kit.runs.engine import EngineRules
+from retro_atari_kit.registration import check_env_id, open_env
+from retro_atari_kit.runs.engine import engine_rules
 from retro_atari_kit.runs.layout import (
     ENGINES,
     check_new_run_dir,
@@ -27,6 +31,7 @@ from retro_atari_kit.runs.layout import (
     write_config,
 )
 from retro_atari_kit.runs.spec import TrainSpec
+from retro_atari_kit.vector import BACKENDS, resolve_backend, worker_processes
 
 Print = Callable[[str], None]
 
@@ -51,8 +56,6 @@ __all__ = [
 
 
 def _cuda_devices() -> int:
-    from retro_atari_kit.models import cuda_devices
-
     return cuda_devices()[0]
 
 
@@ -63,7 +66,6 @@ def check_device(device: str) -> None:
         raise RunError(f"unknown device {device!r}; choose auto, cpu, cuda or cuda:N")
     if kind != "cuda":
         return
-    from retro_atari_kit.models import cuda_devices
 
     count, torch_version = cuda_devices()
     if count == 0:
@@ -88,19 +90,9 @@ def check_gpus(num_gpus: Any) -> None:
         )
 
 
-def check_network(network: str) -> None:
-    """RunError naming the choices when ``network`` is not one of the kit's CNNs."""
-    from retro_atari_kit.models import check_network as check
-
-    check(network)
-
-
 def check_backend(env_id: str, backend: str, env_kwargs: dict[str, Any], num_envs: int | None = None) -> None:
     """RunError unless the vector backend ``backend`` can run ``env_id`` with these kwargs (and, given
     ``num_envs``, unless that many envs fit this process's limits: ``retro_atari_kit.limits``)."""
-    from retro_atari_kit.limits import check_vector_env, worker_processes
-    from retro_atari_kit.vector import BACKENDS, resolve_backend
-
     if backend not in BACKENDS:
         raise RunError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     game = gym.spec(env_id).kwargs["game"]
@@ -131,8 +123,6 @@ def check_spec(spec: TrainSpec, force: bool = False) -> str:
     """The engine-neutral checks of a new run's ``spec`` that need no env: engine, env ID, network, device,
     GPUs, counts, ``--set`` value ranges and the run dir. Returns the run dir (``spec.run_dir`` or the
     default). Nothing is built or written."""
-    from retro_atari_kit.registration import check_env_id
-
     if spec.engine not in ENGINES:
         raise RunError(f"unknown engine {spec.engine!r}; choose one of {', '.join(ENGINES)}")
     check_env_id(spec.env_id)
@@ -154,26 +144,20 @@ def check_spec(spec: TrainSpec, force: bool = False) -> str:
     return run_dir
 
 
-def prepare_new_run(
-    spec: TrainSpec, rules: EngineRules, force: bool = False, out: Print = print
-) -> tuple[dict[str, Any], str]:
-    """Check a new run once for every engine, then create its run dir and ``config.yaml``.
+def prepare_new_run(spec: TrainSpec, force: bool = False, out: Print = print) -> tuple[dict[str, Any], str]:
+    """Check a new run once, for the engine ``spec`` names, then create its run dir and ``config.yaml``.
 
-    :func:`check_spec`, the engine's config (``rules.resolve``), the env that config makes (built once, here:
-    kwargs, ROM), the vector backend, and the engine's checks on that env (``rules.check_env``: the model
-    builds, memory). Nothing is written before all of them passed. Returns ``(config, run_dir)``.
+    :func:`check_spec`, the engine's config (its ``RULES.resolve``), the env that config makes (built once,
+    here: kwargs, ROM), the vector backend, and the engine's checks on that env (``RULES.check_env``: the
+    model builds, memory). Nothing is written before all of them passed. Returns ``(config, run_dir)``.
     """
-    from retro_atari_kit.registration import open_env
-
-    if spec.engine != rules.name:
-        raise RunError(f"a run of --engine {spec.engine} cannot be prepared by the {rules.name} engine")
+    rules = engine_rules(spec.engine)  # first, as before any check: a missing framework is named first
     run_dir = check_spec(spec, force)
     config = rules.resolve(spec)
     env_kwargs = single_env_kwargs(config["env_kwargs"])
     env = open_env(config["env_id"], env_kwargs)
     try:
-        # the SB3 engine makes n_envs envs in this process's vector env (RLlib's env runners check their own)
-        n_envs = config.get("n_envs") if rules.name == "sb3" else None
+        n_envs = config.get("n_envs") if rules.local_vector_env else None  # others' workers check their own
         check_backend(config["env_id"], spec.backend, env_kwargs, n_envs)
         lines = rules.check_env(config, env, force)
     finally:

@@ -19,14 +19,34 @@ from typing import Any
 
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from retro_atari_kit.limits import check_vector_env, memory_errors, worker_processes
+from retro_atari_kit.limits import check_vector_env, memory_errors
 from retro_atari_kit.vector._factory import EnvFactory, game_kind, split_frame_stack
 from retro_atari_kit.vector._pool import WorkerDiedError
 from retro_atari_kit.vector._stacked import StackedVectorEnv
 
 BACKENDS = ("auto", "native", "subprocess", "inprocess")
 
-__all__ = ["BACKENDS", "StackedVectorEnv", "WorkerDiedError", "make_vector_env", "resolve_backend"]
+__all__ = [
+    "BACKENDS",
+    "StackedVectorEnv",
+    "WorkerDiedError",
+    "make_vector_env",
+    "resolve_backend",
+    "worker_processes",
+]
+
+
+def worker_processes(backend: str, num_envs: int, shards: Any = None) -> int:
+    """Worker processes ``backend`` starts for ``num_envs`` envs: the subprocess backend one per env, the
+    native one per shard when there is more than one (ValueError for a bad ``shards``)."""
+    if backend == "subprocess":
+        return num_envs
+    if backend == "native":
+        from retro_atari_kit.vector.native_shards import check_shards  # imports ale-py: only when needed
+
+        n = check_shards(shards, num_envs)
+        return n if n > 1 else 0
+    return 0
 
 
 def _validated(game: str, kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from retro_atari_kit.cli import main
+from retro_atari_kit.files import leftover_temporaries
 from retro_atari_kit.runs import atomic_write, atomic_write_text
-from retro_atari_kit.runs.files import leftover_temporaries
 
 pytestmark = pytest.mark.slow
 

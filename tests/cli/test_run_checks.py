@@ -9,13 +9,14 @@ import os
 import gymnasium as gym
 import pytest
 import yaml
-from retro_atari_kit.integrations.sb3.training import prepare, prepare_resume
 from retro_atari_kit.integrations.sb3.training.models import load_model
-from retro_atari_kit.integrations.sb3.training.rules import RULES, load_hyperparams
+from retro_atari_kit.integrations.sb3.training.rules import load_hyperparams
 
 from retro_atari_kit.cli import main
 from retro_atari_kit.runs import RunError, TrainSpec
-from retro_atari_kit.runs.resume import prepare_resume as run_layer_resume
+from retro_atari_kit.runs.engine import ENGINE_REGISTRY, EngineEntry, load_engine
+from retro_atari_kit.runs.resume import prepare_resume
+from retro_atari_kit.runs.startup import prepare_new_run
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +48,7 @@ def test_new_run_builds_the_env_once_before_training(tmp_path, monkeypatch):
     counter = _CountingMake()
     monkeypatch.setattr(gym, "make", counter)
     spec = TrainSpec(algo="ppo", env_id=ENV, run_dir=str(tmp_path / "r"), n_envs=1, timesteps=64)
-    config, run_dir = prepare(spec, out=lambda line: None)
+    config, run_dir = prepare_new_run(spec, out=lambda line: None)
     assert counter.calls == 1  # the probe that checks kwargs and ROM; the model is checked on it
     assert os.path.isfile(os.path.join(run_dir, "config.yaml")) and config["env_id"] == ENV
 
@@ -63,20 +64,32 @@ def test_resume_builds_the_env_once_before_training(run_copy, monkeypatch):
 def test_a_new_run_refused_by_the_engine_writes_nothing(tmp_path):
     spec = TrainSpec(algo="ppo", env_id=ENV, run_dir=str(tmp_path / "r"), n_envs=1, overrides={"n_steps": 1})
     with pytest.raises(RunError, match="cannot build ppo"):
-        prepare(spec, out=lambda line: None)
+        prepare_new_run(spec, out=lambda line: None)
     assert not os.path.exists(tmp_path / "r")
 
 
-def test_an_engine_only_prepares_and_resumes_its_own_runs(tiny_run, tmp_path):
-    from retro_atari_kit.runs.engine import EngineRules
+def test_the_run_layer_takes_the_rules_of_the_engine_a_run_names_rllib_here(tmp_path):
+    """One descent: the run layer finds the engine in its one table and calls down into its RULES (here
+    RLlib's, which start no Ray); no engine module is called to prepare."""
+    spec = TrainSpec(algo="appo", env_id=ENV, engine="rllib", run_dir=str(tmp_path / "r"), timesteps=64,
+                     engine_options={"num_env_runners": 1})  # fmt: skip
+    config, run_dir = prepare_new_run(spec, out=lambda line: None)
+    assert config["engine"] == "rllib" and config["rllib"]["num_env_runners"] == 1
+    assert load_engine("rllib").RULES.name == "rllib" and load_engine("sb3").RULES.name == "sb3"
 
-    spec = TrainSpec(algo="ppo", env_id=ENV, engine="rllib", run_dir=str(tmp_path / "r"))
-    with pytest.raises(RunError, match="--engine rllib"):
-        prepare(spec, out=lambda line: None)
-    assert not os.path.exists(tmp_path / "r")
-    other = EngineRules(**{**RULES.__dict__, "name": "rllib"})
-    with pytest.raises(RunError, match="trained with --engine sb3; resume it with that engine"):
-        run_layer_resume(tiny_run, None, other)
+
+def test_an_engine_the_run_names_but_no_table_has_is_one_line(run_copy, monkeypatch, snapshot):
+    _edit(run_copy, lambda c: c.update(engine="tf"))
+    before = snapshot(run_copy)
+    with pytest.raises(RunError, match=r"^unknown engine 'tf'; choose one of sb3, rllib$"):
+        prepare_resume(run_copy, out=lambda line: None)
+    assert snapshot(run_copy) == before
+    # an engine whose module cannot be imported: the package to install, in one line (a real failed import)
+    monkeypatch.setitem(
+        ENGINE_REGISTRY, "ghost", EngineEntry("retrokit_ghost_engine.training", "pip install x")
+    )
+    with pytest.raises(RunError, match=r"^the ghost engine needs .* missing \(retrokit_ghost_engine\): pip"):
+        load_engine("ghost")
 
 
 def test_edited_hyperparameters_are_honoured_on_resume(run_copy):

@@ -30,7 +30,7 @@ from retro_atari_kit.integrations.sb3.extractors import ImpalaCNN as ImpalaExtra
 from retro_atari_kit.integrations.sb3.extractors import NatureCNN as NatureExtractor
 from retro_atari_kit.integrations.sb3.parallel_play import make_play_env, parallel_play_class
 from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset, list_presets, to_sb3_kwargs
-from retro_atari_kit.integrations.sb3.training import load_model, prepare, train
+from retro_atari_kit.integrations.sb3.training import load_model, train
 from stable_baselines3 import DQN
 from stable_baselines3 import PPO as PPO_CLASS
 from stable_baselines3.common.buffers import RolloutBuffer
@@ -40,6 +40,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from retro_atari_kit.cli import main as retrokit
 from retro_atari_kit.models import ImpalaCNN, NatureCNN
 from retro_atari_kit.runs import TrainSpec
+from retro_atari_kit.runs.startup import prepare_new_run
 
 DEVICE = torch.device(os.environ.get("RETROKIT_TEST_DEVICE", "cuda"))
 CUDA = DEVICE.type == "cuda"
@@ -281,7 +282,7 @@ def test_preset_trains_on_the_device(algo, preset, network, tmp_path):
         run_dir=str(tmp_path / "run"),
     )
     lines: list[str] = []
-    config, run_dir = prepare(spec, out=lines.append)
+    config, run_dir = prepare_new_run(spec, out=lines.append)
     result = train(config, run_dir, out=lines.append)
     text = "\n".join(lines)
     autocast = get_preset(algo, preset).get("policy_kwargs", {}).get("features_extractor_kwargs", {})

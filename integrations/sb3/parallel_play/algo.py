@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.type_aliases import RolloutReturn, TrainFrequencyUnit
 
+from retro_atari_kit.models.threads import learner_threads
+
 from .venv import PlayProcessVecEnv
 
 OPTION_KEYS = ("ahead", "weights_every", "trainer_threads", "when")
@@ -82,8 +84,6 @@ def _trainer_threads(threads: int | None) -> None:
     busy threads than cores make updates many times slower when another busy process (the player) shares
     the cores (docs/performance.md has the measurements)."""
     import torch
-
-    from retro_atari_kit.models.threads import learner_threads
 
     if threads is not None:
         torch.set_num_threads(threads)

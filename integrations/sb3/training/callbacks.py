@@ -13,6 +13,8 @@ import numpy as np
 from retro_atari_kit.integrations.sb3.training.models import save_checkpoint
 from stable_baselines3.common.callbacks import BaseCallback
 
+from retro_atari_kit.evaluation import EvaluationStopped, evaluate_model
+from retro_atari_kit.models.threads import PhaseThreads
 from retro_atari_kit.runs import StopRequest
 
 
@@ -48,8 +50,6 @@ class ThreadsByPhase(BaseCallback):
         self.threads: Any = None
 
     def _on_training_start(self) -> None:
-        from retro_atari_kit.models.threads import PhaseThreads
-
         self.threads = PhaseThreads(self.workers, synchronous=self.synchronous, measure=self.measure)
         if self.say is not None:
             self.say(self.threads.describe())
@@ -173,7 +173,6 @@ class PeriodicEval(BaseCallback):
             return True
         if self.stop.requested:  # training ends at this step (StopOnSignal): no evaluation to start
             return False
-        from retro_atari_kit.evaluation import EvaluationStopped, evaluate_model
 
         steps = self.num_timesteps
         self.say(f"evaluating {self.episodes} games at {steps} steps ...")

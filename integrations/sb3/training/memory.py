@@ -9,6 +9,7 @@ import numpy as np
 from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY
 from retro_atari_kit.integrations.sb3.presets import resolve_class
 
+from retro_atari_kit.limits import available_memory
 from retro_atari_kit.runs import RunError
 
 # Resident memory of one env worker (python + emulator + wrapper buffers), measured roughly on ALE.
@@ -71,8 +72,6 @@ def format_bytes(n: float) -> str:
 
 def check_memory(est: dict[str, int], force: bool) -> str:
     """RunError if the estimate exceeds available RAM (unless ``force``); returns a one-line summary."""
-    from retro_atari_kit.limits import available_memory
-
     room = available_memory()  # the cgroup's (container, Slurm job) and ulimit -v's, not only the host's
     available = room.amount
     parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in est.items() if k != "total")

@@ -159,4 +159,5 @@ RULES = EngineRules(
     check_config=check_resumed_config,
     check_checkpoint=_check_checkpoint,
     describe=describe,
+    local_vector_env=True,  # the n_envs envs run in one vector env of the training process
 )

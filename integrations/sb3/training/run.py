@@ -1,9 +1,9 @@
-"""A ``retrokit train`` run on SB3: prepare, resume, train.
+"""A ``retrokit train`` run on SB3: train a new run or a resumed one.
 
-The checks of a new run and of a resume are the run layer's (``runs.startup``, ``runs.resume``), SB3's part
-in :mod:`.rules`. The run directory (layout, config, lock, checkpoints' names, monitor CSVs, progress
-merging) is the core's ``retro_atari_kit.runs``; this module adds what is SB3's: the model, its logger and
-callbacks.
+The checks of a new run and of a resume, made before ``train`` is called, are the run layer's
+(``runs.startup``, ``runs.resume``), SB3's part in :mod:`.rules`. The run directory (layout, config, lock,
+checkpoints' names, monitor CSVs, progress merging) is the core's ``retro_atari_kit.runs``; this module adds
+what is SB3's: the model, its logger and callbacks.
 """
 
 from __future__ import annotations
@@ -23,23 +23,22 @@ from retro_atari_kit.integrations.sb3.training.models import (
     save_checkpoint,
     save_final,
 )
-from retro_atari_kit.integrations.sb3.training.rules import RULES, load_hyperparams
+from retro_atari_kit.integrations.sb3.training.rules import load_hyperparams
 from retro_atari_kit.integrations.sb3.training.safe_load import load_replay
 
+from retro_atari_kit.models.threads import learner_threads
 from retro_atari_kit.processes import ChildDiedError
 from retro_atari_kit.runs import (
     CHECKPOINT_DIR,
     RunError,
     StopRequest,
-    TrainSpec,
     begin_segment,
     merge_progress,
     monitor_dir,
     progress_path,
     training_session,
 )
-from retro_atari_kit.runs.resume import prepare_resume as check_resume
-from retro_atari_kit.runs.startup import finished_lines, prepare_new_run, segment_seed, stopped_lines
+from retro_atari_kit.runs.startup import finished_lines, segment_seed, stopped_lines
 
 Print = Callable[[str], None]
 
@@ -90,17 +89,6 @@ def precision_of(model: Any) -> str:
         f"precision: float32 on {model.device} (autocast='bf16' ignored: no native bf16 here, and "
         "emulated bf16 is slower than float32)"
     )
-
-
-def prepare(spec: TrainSpec, force: bool = False, out: Print = print) -> tuple[dict[str, Any], str]:
-    """Check a new run (the run layer's checks with SB3's part), then create its run dir and config."""
-    return prepare_new_run(spec, RULES, force, out)
-
-
-def prepare_resume(run_dir: str, timesteps: int | None = None, out: Print = print) -> tuple[dict, str, str]:
-    """Check a resume of ``run_dir`` (the run layer's one resume check, with SB3's part); returns (config,
-    run_dir, checkpoint to start from). See ``retro_atari_kit.runs.resume.prepare_resume``."""
-    return check_resume(run_dir, timesteps, RULES, out)
 
 
 def _build_model(
@@ -172,8 +160,6 @@ def _note(note: str | None, out: Print) -> None:
 def _train_locked(
     config: dict[str, Any], run_dir: str, resume_from: str | None, segment: int, stop: StopRequest, out: Print
 ) -> dict[str, Any]:
-    from retro_atari_kit.models.threads import learner_threads
-
     seed = segment_seed(config["seed"], segment)  # fresh env randomness after a resume, same config
     # `parallel_play` in the preset -> envs in a play process (integrations/sb3/parallel_play)
     from retro_atari_kit.integrations.sb3.parallel_play import active_play_options, play_class_and_env

@@ -20,6 +20,7 @@ import numpy as np
 from retro_atari_kit.integrations.sb3.algorithms import algo_class
 from retro_atari_kit.integrations.sb3.training.config import algo_kwargs
 
+from retro_atari_kit.registration import probe_env
 from retro_atari_kit.runs import RunError
 from retro_atari_kit.runs.untrusted import (
     DEFAULT_BUDGET,
@@ -91,8 +92,6 @@ def build_from_config(config: dict[str, Any], env: Any, device: Any, cls: type |
         model = klass(policy, env, device=device, verbose=0, _init_setup_model=False, **kwargs)
     if env is None:
         if spaces is None:
-            from retro_atari_kit.registration import probe_env
-
             spaces = probe_env(config["env_id"], config.get("env_kwargs") or {})
         model.observation_space, model.action_space = spaces
         model.n_envs = int(config.get("n_envs") or 1)

@@ -160,15 +160,15 @@ def test_a_bad_rllib_setting_is_refused_before_ray_starts(algo, item, words, tmp
 
 def test_resume_of_a_checkpoint_of_another_network_is_one_line(tmp_path):
     import torch
-    from retro_atari_kit.integrations.rllib.training import prepare
 
     from retro_atari_kit.runs import TrainSpec, checkpoint_path
+    from retro_atari_kit.runs.startup import prepare_new_run
 
-    # a run dir as `retrokit train appo ...` writes it (prepare starts no Ray), with one checkpoint whose
+    # a run dir as `retrokit train appo ...` writes it (its checks start no Ray), with one checkpoint whose
     # policy.pt holds a Nature-CNN module, as save_checkpoint writes it
     spec = TrainSpec(algo="appo", env_id=ENV, engine="rllib", network="nature", timesteps=64,
                      run_dir=str(tmp_path / "runs" / "x"), engine_options={"num_env_runners": 1})  # fmt: skip
-    _, run = prepare(spec, out=lambda line: None)
+    _, run = prepare_new_run(spec, out=lambda line: None)
     ckpt = checkpoint_path(run, 64, suffix="")
     os.makedirs(ckpt)
     torch.save(_payload("nature", False, False, algo="appo"), os.path.join(ckpt, "policy.pt"))

@@ -1,4 +1,8 @@
-"""Atomic writes: a reader never sees a half-written config, model or log.
+"""Atomic writes: a reader never sees a half-written config, model, ROM or log.
+
+The bottom layer of the core beside ``errors`` (it imports nothing of the kit but ``errors``), so that
+every layer that writes files (ROMs, runs, evaluation records, videos, the CLI) shares one rule without
+importing the run layer.
 
 Every file (or directory) is written under a temporary name in the destination's own directory
 (``.<stem>.tmp-<pid><ext>``), flushed to disk, then renamed over the destination with ``os.replace``, which
@@ -19,6 +23,8 @@ import os
 import re
 import shutil
 from collections.abc import Callable
+
+from retro_atari_kit.errors import RunError
 
 _TEMPORARY = re.compile(r"^\..+\.tmp-(\d+)")  # a temporary of _temporary_path, or its ".old" aside
 _ASIDE = ".old"  # atomic_write's name for a directory being replaced: <temporary>.old
@@ -189,8 +195,6 @@ def check_entries(directory: str, files: tuple[str, ...], folders: tuple[str, ..
     """RunError if an entry of ``directory`` that will be written is not what the writer expects: one of
     ``files`` is a folder, one of ``folders`` is a file, or either is a link to nothing. Missing ones are
     fine. Run it before anything is written, so the refusal leaves the directory as it was."""
-    from retro_atari_kit.errors import RunError
-
     for name in (*files, *folders):
         path = os.path.join(directory, name)
         if os.path.islink(path) and not os.path.exists(path):
