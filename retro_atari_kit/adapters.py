@@ -10,8 +10,8 @@ points of the group ``retro_atari_kit.post_import`` (module name = ``"package.mo
 names no framework and imports no integration until the framework itself has been loaded.
 
 The guard: before adapting, the installed version of the framework must lie in the range the adapter was
-tested with, and every class attribute it wraps (``"Monitor.step"``) and every instance attribute it reads
-(``"Monitor().results_writer"``, found in the class's own code) must exist. Otherwise it adapts nothing in
+tested with, every method it wraps must be the class's own (``"Monitor.step"``) and every instance attribute
+it reads must be used by the class's code (``"Monitor().results_writer"``). Otherwise it adapts nothing in
 that module and warns once (``RuntimeWarning``) naming the framework, its version and what the user loses.
 
 Opt-out: ``RETROKIT_ADAPTERS=0`` in the environment (read at ``import retro_atari_kit``) adapts nothing;
@@ -69,6 +69,10 @@ _watched: dict[str, str | Adapter] = {}  # framework module -> its adapter (or "
 _hooked: set[str] = set()  # modules with a wrapt hook registered (wrapt fires each hook once)
 _applied: list[tuple[str, type, str, bool, Any]] = []  # (module, class, attr, was in its __dict__, original)
 _warned: set[str] = set()
+VERSION_LOSES = (
+    "the kit adapts none of its modules, so its episode recorders around kit envs report per-life clipped "
+    "scores, not the kit's true game scores ({})"
+)
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -80,17 +84,18 @@ def check(module: ModuleType, adapter: Adapter) -> str | None:
     try:
         version = importlib.metadata.version(adapter.framework)
     except importlib.metadata.PackageNotFoundError:
-        version = str(getattr(sys.modules.get(module.__name__.partition(".")[0]), "__version__", "unknown"))
+        return f"{adapter.framework} is not installed as a distribution (its version is unknown)"
     low, high = adapter.versions
-    if version == "unknown" or not (_version_tuple(low) <= _version_tuple(version) < _version_tuple(high)):
+    if not (_version_tuple(low) <= _version_tuple(version) < _version_tuple(high)):
         return f"{adapter.framework} {version} is not in the tested range >={low},<{high}"
     for need in adapter.requires:
         cls_name, _, attr = need.partition(".")
-        instance = cls_name.endswith("()")
         cls = getattr(module, cls_name.removesuffix("()"), None)
         if not isinstance(cls, type):
             return f"{adapter.framework} {version} has no {module.__name__}.{cls_name.removesuffix('()')}"
-        found = attr in _names_used_by(cls) if instance else hasattr(cls, attr)
+        # a method the adapter wraps must be the class's own (an inherited one is not what it was tested on);
+        # an instance attribute must be one the class's code uses
+        found = attr in _names_used_by(cls) if cls_name.endswith("()") else attr in cls.__dict__
         if not found:
             return f"{adapter.framework} {version} has no {module.__name__}.{need}"
     return None
@@ -130,11 +135,14 @@ def _adapt(module: ModuleType) -> None:
             adapter = _resolve(_watched[name])
             reason = check(module, adapter)
             if reason is not None:
-                _warn_once(
-                    f"{adapter.framework}:{name}" if " has no " in reason else adapter.framework,
-                    f"retro-atari-kit: {reason}: its adapters are off ({name} adapts nothing); "
-                    f"{adapter.loses} (set {ENV_VAR}=0 to silence this)",
-                )
+                if " has no " in reason:  # this module's shape: what this adapter would have done is lost
+                    key, lost = (
+                        f"{adapter.framework}:{name}",
+                        f"the kit adapts nothing in {name}: {adapter.loses}",
+                    )
+                else:  # the version: every adapter of the framework is off, one warning says so
+                    key, lost = adapter.framework, VERSION_LOSES.format(adapter.loses)
+                _warn_once(key, f"retro-atari-kit: {reason}: {lost} (set {ENV_VAR}=0 to silence this)")
                 return
             for cls, attr, make in adapter.patches(module):
                 current = getattr(cls, attr)
