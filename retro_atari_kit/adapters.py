@@ -106,9 +106,12 @@ def _names_used_by(cls: type) -> set[str]:
     names: set[str] = set()
     for klass in cls.__mro__[:-1]:
         for value in vars(klass).values():
-            func = getattr(value, "__func__", value)
-            if isinstance(func, FunctionType):
-                names.update(func.__code__.co_names)
+            for func in (
+                getattr(value, "__func__", value),
+                getattr(value, "fget", None),
+            ):  # methods, properties
+                if isinstance(func, FunctionType):
+                    names.update(func.__code__.co_names)
     return names
 
 

@@ -181,6 +181,11 @@ def _video_step(original):
 
 
 def _video_reset(original):
+    """gymnasium's own ``reset``, except where a kit game continues after a life loss: then the env below is
+    reset and the frame captured without it (its ``reset`` counts an episode, stops an endless clip and may
+    start a new one, and has no step the kit could keep: the one place the kit does not call the method it
+    wraps; the guard checks the names used)."""
+
     @functools.wraps(original)
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         continues = self.__dict__.pop(CONTINUES_ATTR, False) and seed is None
