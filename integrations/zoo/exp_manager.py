@@ -46,8 +46,9 @@ def _read_hyperparameters(read):
     """rl-zoo3's own ``read_hyperparameters``; for a kit ID whose config is the zoo's own file, it reads the
     kit's conf module instead (its own Atari entry would wrap the kit's finished stack a second time)."""
 
+    zoo_files = os.path.join(os.path.dirname(sys.modules[read.__module__].__file__), "hyperparams")
+
     def read_hyperparameters(self: Any) -> Any:
-        zoo_files = os.path.join(os.path.dirname(sys.modules[type(self).__module__].__file__), "hyperparams")
         config, algo = self.config, self.algo
         env_id = str(getattr(self.env_name, "gym_id", self.env_name))  # huggingface_sb3's EnvironmentName
         if KIT_PREFIX in env_id and isinstance(config, str) and _is_under(config, zoo_files):
@@ -64,7 +65,7 @@ def _read_hyperparameters(read):
 
 #: ``rl_zoo3.exp_manager`` (entry point in pyproject.toml)
 EXP_MANAGER = Adapter(
-    "rl_zoo3",
+    "rl-zoo3",
     ("2.7", "2.10"),
     requires=(
         "ExperimentManager.is_atari",
