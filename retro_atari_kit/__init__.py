@@ -9,18 +9,19 @@
 
 It also makes the episode recorders users wrap around a kit env report its true game scores
 (:mod:`retro_atari_kit.recorders`): gymnasium's at once, a framework's (SB3's ``Monitor``) through its
-integration as soon as that framework is loaded (:mod:`retro_atari_kit._post_import`).
+integration as soon as that framework is loaded (:mod:`retro_atari_kit.adapters`: the guard, and the
+opt-out ``RETROKIT_ADAPTERS=0`` / :func:`disable_adapters`).
 """
 
 import retro_atari_kit._early_interrupt as _early_interrupt  # noqa: F401 - first: Ctrl-C while `retrokit` starts
-from retro_atari_kit import _post_import
-from retro_atari_kit.recorders import adapt_gymnasium_recorders
+from retro_atari_kit import adapters as _adapters
+from retro_atari_kit.adapters import adapters_enabled, disable_adapters, enable_adapters
+from retro_atari_kit.recorders import ADAPTERS as _GYMNASIUM_ADAPTERS
 from retro_atari_kit.registration import register_all
 
 __version__ = "0.1.0"
 
 register_all()
-adapt_gymnasium_recorders()
-_post_import.install()
+_adapters.install(_GYMNASIUM_ADAPTERS)
 
-__all__ = ["__version__", "register_all"]
+__all__ = ["__version__", "adapters_enabled", "disable_adapters", "enable_adapters", "register_all"]

@@ -26,9 +26,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.wrappers import RecordEpisodeStatistics, RecordVideo
-from gymnasium.wrappers.vector import RecordEpisodeStatistics as VectorRecordEpisodeStatistics
 
+from retro_atari_kit.adapters import Adapter, marked, tapped
 from retro_atari_kit.wrappers.true_score import reports_true_scores
 
 KIT_ID_PREFIX = "RetroKit/"
@@ -80,45 +79,92 @@ def episode_records(infos: dict[str, Any]) -> tuple[np.ndarray, dict[str, np.nda
     return None
 
 
+_QUEUES = ("return_queue", "length_queue", "time_queue")
+
+
+def _snapshot(recorder: Any) -> tuple[list[list[Any]], Any]:
+    """A gymnasium recorder's statistics as they are now (its queues drop their oldest entry when full)."""
+    return [list(getattr(recorder, name)) for name in _QUEUES], recorder.episode_count
+
+
+def _restore(recorder: Any, snapshot: tuple[list[list[Any]], Any], records: list[tuple]) -> None:
+    """Put the statistics back as they were, then add the kit's ``records`` ((r, l, t) per real game)."""
+    queues, count = snapshot
+    for index, name in enumerate(_QUEUES):  # records: (r, l, t), the queues' order
+        queue = getattr(recorder, name)
+        queue.clear()
+        queue.extend(queues[index])
+        queue.extend(record[index] for record in records)
+    recorder.episode_count = count + len(records)
+
+
 def _single_step(original):
+    """gymnasium's own ``step`` runs; around a kit env the kit's record (kept from it: it would fail on the
+    key being taken) replaces the per-life clipped one it made, and a life loss leaves no record."""
+
     @functools.wraps(original)
     def step(self, action):
         if not wraps_kit_env(self, reports_true_scores):
             return original(self, action)
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        record = info.get("episode") if (terminated or truncated) else None
-        if record is not None:
-            info[self._stats_key] = record
-            self.return_queue.append(record["r"])
-            self.length_queue.append(record["l"])
-            self.time_queue.append(record["t"])
-            self.episode_count += 1
+        seen: dict[str, Any] = {}
+
+        def keep_record(result):
+            _, _, terminated, truncated, info = result
+            if terminated or truncated:
+                seen["snapshot"] = _snapshot(self)
+                seen["record"] = info.pop("episode", None)
+            return result
+
+        with tapped(self, "env", "step", keep_record):
+            obs, reward, terminated, truncated, info = original(self, action)
+        if "snapshot" in seen:
+            record = seen["record"]
+            info.pop(self._stats_key, None)
+            records = [] if record is None else [(record["r"], record["l"], record["t"])]
+            _restore(self, seen["snapshot"], records)
+            if record is not None:
+                info["episode"] = info[self._stats_key] = record
         return obs, reward, terminated, truncated, info
 
-    step._retrokit = True
-    return step
+    return marked(step)
 
 
 def _vector_step(original):
+    """The vector recorder's own ``step`` runs; around kit envs the kit's records replace its per-life
+    ones."""
+
     @functools.wraps(original)
     def step(self, actions):
         if not wraps_kit_env(self, vector_reports_true_scores):
             return original(self, actions)
-        obs, rewards, terminations, truncations, infos = self.env.step(actions)
-        found = episode_records(infos)
-        if found is not None:
-            indices, episode = found
-            if self._stats_key != "episode":
-                infos[self._stats_key] = episode
-                infos[f"_{self._stats_key}"] = np.isin(np.arange(self.num_envs), indices)
-            self.return_queue.extend(np.asarray(episode["r"])[indices].tolist())
-            self.length_queue.extend(np.asarray(episode["l"])[indices].tolist())
-            self.time_queue.extend(np.asarray(episode["t"])[indices].tolist())
-            self.episode_count += len(indices)
+        seen: dict[str, Any] = {}
+
+        def keep_records(result):
+            _, _, terminations, truncations, infos = result
+            if np.any(terminations) or np.any(truncations):
+                seen["snapshot"] = _snapshot(self)
+                seen["found"] = episode_records(infos)
+                seen["top"] = {key: infos.pop(key) for key in ("episode", "_episode") if key in infos}
+            return result
+
+        with tapped(self, "env", "step", keep_records):
+            obs, rewards, terminations, truncations, infos = original(self, actions)
+        if "snapshot" in seen:
+            infos.pop(self._stats_key, None)
+            infos.pop(f"_{self._stats_key}", None)
+            infos.update(seen["top"])
+            records = []
+            if seen["found"] is not None:
+                indices, episode = seen["found"]
+                if self._stats_key != "episode":
+                    infos[self._stats_key] = episode
+                    infos[f"_{self._stats_key}"] = np.isin(np.arange(self.num_envs), indices)
+                r, length, t = (np.asarray(episode[key])[indices].tolist() for key in ("r", "l", "t"))
+                records = list(zip(r, length, t, strict=True))
+            _restore(self, seen["snapshot"], records)
         return obs, rewards, terminations, truncations, infos
 
-    step._retrokit = True
-    return step
+    return marked(step)
 
 
 def _video_step(original):
@@ -131,11 +177,15 @@ def _video_step(original):
             self.__dict__[CONTINUES_ATTR] = bool(terminated) and not truncated and "episode" not in info
         return result
 
-    step._retrokit = True
-    return step
+    return marked(step)
 
 
 def _video_reset(original):
+    """gymnasium's own ``reset``, except where a kit game continues after a life loss: then the env below is
+    reset and the frame captured without it (its ``reset`` counts an episode, stops an endless clip and may
+    start a new one, and has no step the kit could keep: the one place the kit does not call the method it
+    wraps; the guard checks the names used)."""
+
     @functools.wraps(original)
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         continues = self.__dict__.pop(CONTINUES_ATTR, False) and seed is None
@@ -149,19 +199,57 @@ def _video_reset(original):
                 self.stop_recording()
         return obs, info
 
-    reset._retrokit = True
-    return reset
+    return marked(reset)
 
 
-def adapt_gymnasium_recorders() -> None:
-    """Make gymnasium's ``RecordEpisodeStatistics`` (single and vector) pass a kit env's true-score record
-    on, and its ``RecordVideo`` count a kit env's games, not its lives (see the module docstring).
-    Idempotent; other envs are unaffected."""
-    for cls, make in ((RecordEpisodeStatistics, _single_step), (VectorRecordEpisodeStatistics, _vector_step)):
-        if not getattr(cls.step, "_retrokit", False):
-            cls.step = make(cls.step)
-    # what the adapted reset uses of RecordVideo (gymnasium 1.x); another shape is left as gymnasium wrote it
-    if all(hasattr(RecordVideo, name) for name in ("_capture_frame", "stop_recording", "reset", "step")):
-        if not getattr(RecordVideo.reset, "_retrokit", False):
-            RecordVideo.reset = _video_reset(RecordVideo.reset)
-            RecordVideo.step = _video_step(RecordVideo.step)
+_GYMNASIUM = ("gymnasium", ("1.2", "1.5"))
+_LOSES = (
+    "gymnasium's {} around a kit env reports per-life clipped scores, not the kit's true game scores (and "
+    "fails at a game end with its default key)"
+)
+
+#: the core's own adapters (gymnasium is the core's dependency), by the module that defines each class
+ADAPTERS = {
+    "gymnasium.wrappers.common": Adapter(
+        *_GYMNASIUM,
+        requires=(
+            "RecordEpisodeStatistics.step",
+            *(
+                f"RecordEpisodeStatistics().{name}"
+                for name in ("env", "_stats_key", "episode_count", *_QUEUES)
+            ),
+        ),
+        loses=_LOSES.format("RecordEpisodeStatistics"),
+        patches=lambda module: [(module.RecordEpisodeStatistics, "step", _single_step)],
+    ),
+    "gymnasium.wrappers.vector.common": Adapter(
+        *_GYMNASIUM,
+        requires=(
+            "RecordEpisodeStatistics.step",
+            *(
+                f"RecordEpisodeStatistics().{name}"
+                for name in ("env", "_stats_key", "episode_count", "num_envs", *_QUEUES)
+            ),
+        ),
+        loses=_LOSES.format("vector RecordEpisodeStatistics"),
+        patches=lambda module: [(module.RecordEpisodeStatistics, "step", _vector_step)],
+    ),
+    "gymnasium.wrappers.rendering": Adapter(
+        *_GYMNASIUM,
+        requires=(
+            "RecordVideo.step",
+            "RecordVideo.reset",
+            "RecordVideo._capture_frame",
+            "RecordVideo.stop_recording",
+            "RecordVideo().recording",
+            "RecordVideo().recorded_frames",
+            "RecordVideo().video_length",
+        ),
+        loses="gymnasium's RecordVideo around a kit env counts lives, not games, and cuts clips at life "
+        "losses",
+        patches=lambda module: [
+            (module.RecordVideo, "reset", _video_reset),
+            (module.RecordVideo, "step", _video_step),
+        ],
+    ),
+}

@@ -4,10 +4,13 @@ SB3 wraps every env it makes in ``Monitor`` (``PPO("CnnPolicy", "RetroKit/Breako
 ``make_vec_env``, rl-zoo3), and its own warning tells users to wrap evaluation envs in it. Around a kit env a
 plain ``Monitor`` would sum the clipped rewards of one life and overwrite the kit's ``info["episode"]`` at
 every life loss, so ``ep_rew_mean``, the monitor CSVs and ``evaluate_policy`` would silently report per-life
-clipped returns. The adapters below, run by ``retro_atari_kit._post_import`` as soon as SB3 loads the module
-(declared as entry points in ``pyproject.toml``), make ``Monitor`` and ``VecMonitor`` around a kit env
-record the kit's record instead: one episode (CSV row, ``info["episode"]``, ``get_episode_rewards()``) per
-real game, with its true score and length; nothing at a life loss. Around other envs they are unchanged.
+clipped returns. The adapters below, run by ``retro_atari_kit.adapters`` as soon as SB3 loads the module
+(declared as entry points in ``pyproject.toml``; checked first against the SB3 versions and attributes they
+were tested with), make ``Monitor`` and ``VecMonitor`` around a kit env record the kit's record instead: one
+episode (CSV row, ``info["episode"]``, ``get_episode_rewards()``) per real game, with its true score and
+length; nothing at a life loss. Each calls SB3's own method and fixes up
+what it produced (it holds the CSV writer back for that call, so a life loss writes no row). Around other
+envs they only call SB3's method.
 ``VecFrameStack`` around kit envs warns once: the kit's envs already stack frames.
 
 Nothing here imports SB3 at module level: the adapters run while SB3 itself is being imported, and get the
@@ -17,13 +20,12 @@ module they adapt as their argument.
 from __future__ import annotations
 
 import functools
-import time
 import warnings
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from retro_atari_kit.adapters import Adapter, marked, tapped
 from retro_atari_kit.recorders import KIT_MODE_ATTR, are_kit_specs, wraps_kit_env
 from retro_atari_kit.wrappers.true_score import reports_true_scores
 
@@ -50,36 +52,46 @@ def vec_env_reports_true_scores(venv: Any) -> bool:
 
 
 def _monitor_step(original):
+    """SB3's own ``Monitor.step`` runs, its CSV writer held back; around a kit env the kit's record then
+    replaces the per-life clipped episode it made (a life loss leaves none), and the row is written."""
+
     @functools.wraps(original)
     def step(self, action):
         if not wraps_kit_env(self, reports_true_scores):
             return original(self, action)
-        if self.needs_reset:
-            raise RuntimeError("Tried to step environment that needs reset")
-        observation, reward, terminated, truncated, info = self.env.step(action)
-        self.rewards.append(float(reward))
-        self.total_steps += 1
-        if not (terminated or truncated):
+        seen: dict[str, Any] = {}
+
+        def keep_record(result):
+            seen["record"] = result[4].get("episode")  # before Monitor overwrites it
+            return result
+
+        writer, recorded = self.results_writer, len(self.episode_returns)
+        self.results_writer = None
+        try:
+            with tapped(self, "env", "step", keep_record):
+                observation, reward, terminated, truncated, info = original(self, action)
+        finally:
+            self.results_writer = writer
+        if len(self.episode_returns) == recorded:  # no episode end: nothing recorded
             return observation, reward, terminated, truncated, info
-        self.needs_reset = True  # a life loss ends SB3's episode too: SB3 resets, the kit continues the game
-        record = info.get("episode")
+        # SB3 recorded one life's clipped returns; a life loss ends SB3's episode (it resets, the kit goes on
+        # with the game), a game over is recorded with the kit's true score and length
+        del self.episode_returns[-1], self.episode_lengths[-1]
+        elapsed = self.episode_times.pop()
+        ep_info = info.pop("episode")
+        record = seen.get("record")
         if record is None:
             return observation, reward, terminated, truncated, info
-        elapsed = time.time() - self.t_start
-        ep_info = {"r": round(float(record["r"]), 6), "l": int(record["l"]), "t": round(elapsed, 6)}
-        for key in self.info_keywords:
-            ep_info[key] = info[key]
+        ep_info.update(r=round(float(record["r"]), 6), l=int(record["l"]))
         self.episode_returns.append(float(record["r"]))
         self.episode_lengths.append(int(record["l"]))
         self.episode_times.append(elapsed)
-        ep_info.update(self.current_reset_info)
-        if self.results_writer:
-            self.results_writer.write_row(ep_info)
+        if writer:
+            writer.write_row(ep_info)
         info["episode"] = ep_info
         return observation, reward, terminated, truncated, info
 
-    step._retrokit = True
-    return step
+    return marked(step)
 
 
 def _vec_monitor_init(original):
@@ -89,42 +101,42 @@ def _vec_monitor_init(original):
         # decided here: once steps are in flight, asking worker processes would read their step replies
         self.__dict__[KIT_MODE_ATTR] = vec_env_reports_true_scores(venv)
 
-    __init__._retrokit = True
-    return __init__
+    return marked(__init__)
 
 
 def _vec_monitor_step_wait(original):
+    """SB3's own ``VecMonitor.step_wait`` runs, its CSV writer held back; over kit envs the kit's records
+    then replace the per-life clipped episodes it made (life losses leave none), and the rows are written."""
+
     @functools.wraps(original)
     def step_wait(self):
         if not self.__dict__.get(KIT_MODE_ATTR, False):
             return original(self)
-        obs, rewards, dones, infos = self.venv.step_wait()
-        self.episode_returns += rewards
-        self.episode_lengths += 1
-        new_infos = list(infos)
-        for i in np.flatnonzero(dones):
-            self.episode_returns[i] = 0
-            self.episode_lengths[i] = 0
-            record = infos[i].get("episode")
-            if record is None:  # a life loss: the game goes on
-                continue
-            info = dict(infos[i])
-            episode_info = {
-                "r": float(record["r"]),
-                "l": int(record["l"]),
-                "t": round(time.time() - self.t_start, 6),
-            }
-            for key in self.info_keywords:
-                episode_info[key] = info[key]
-            info["episode"] = episode_info
-            self.episode_count += 1
-            if self.results_writer:
-                self.results_writer.write_row(episode_info)
-            new_infos[i] = info
-        return obs, rewards, dones, new_infos
+        seen: dict[str, Any] = {}
 
-    step_wait._retrokit = True
-    return step_wait
+        def keep_records(result):
+            seen["records"] = [info.get("episode") for info in result[3]]  # VecMonitor replaces them
+            return result
+
+        writer = self.results_writer
+        self.results_writer = None
+        try:
+            with tapped(self, "venv", "step_wait", keep_records):
+                obs, rewards, dones, infos = original(self)
+        finally:
+            self.results_writer = writer
+        for i in np.flatnonzero(dones):
+            record, info = seen["records"][i], infos[i]  # info: VecMonitor's copy, with its own record
+            if record is None:  # a life loss: the game goes on
+                info.pop("episode", None)
+                self.episode_count -= 1
+                continue
+            info["episode"].update(r=float(record["r"]), l=int(record["l"]))
+            if writer:
+                writer.write_row(info["episode"])
+        return obs, rewards, dones, infos
+
+    return marked(step_wait)
 
 
 def _frame_stack_init(original):
@@ -140,26 +152,48 @@ def _frame_stack_init(original):
                 stacklevel=3,
             )
 
-    __init__._retrokit = True
-    return __init__
+    return marked(__init__)
 
 
-def _patch(cls: type, name: str, make) -> None:
-    if not getattr(getattr(cls, name), "_retrokit", False):
-        setattr(cls, name, make(getattr(cls, name)))
+_SB3 = ("stable-baselines3", ("2.7", "2.10"))
+_LOSES = (
+    "SB3's {} around kit envs records per-life clipped returns, not the kit's true game scores (monitor "
+    "CSVs, ep_rew_mean, evaluate_policy)"
+)
 
+#: ``stable_baselines3.common.monitor`` (entry point in pyproject.toml)
+MONITOR = Adapter(
+    *_SB3,
+    requires=(
+        "Monitor.step",
+        *(
+            f"Monitor().{name}"
+            for name in ("env", "results_writer", "episode_returns", "episode_lengths", "episode_times")
+        ),
+    ),
+    loses=_LOSES.format("Monitor"),
+    patches=lambda module: [(module.Monitor, "step", _monitor_step)],
+)
 
-def adapt_monitor(module: ModuleType) -> None:
-    """``stable_baselines3.common.monitor``: ``Monitor`` around a kit env records true games."""
-    _patch(module.Monitor, "step", _monitor_step)
+#: ``stable_baselines3.common.vec_env.vec_monitor``
+VEC_MONITOR = Adapter(
+    *_SB3,
+    requires=(
+        "VecMonitor.__init__",
+        "VecMonitor.step_wait",
+        *(f"VecMonitor().{name}" for name in ("venv", "results_writer", "episode_count")),
+    ),
+    loses=_LOSES.format("VecMonitor"),
+    patches=lambda module: [
+        (module.VecMonitor, "__init__", _vec_monitor_init),
+        (module.VecMonitor, "step_wait", _vec_monitor_step_wait),
+    ],
+)
 
-
-def adapt_vec_monitor(module: ModuleType) -> None:
-    """``stable_baselines3.common.vec_env.vec_monitor``: ``VecMonitor`` over kit envs records true games."""
-    _patch(module.VecMonitor, "__init__", _vec_monitor_init)
-    _patch(module.VecMonitor, "step_wait", _vec_monitor_step_wait)
-
-
-def adapt_vec_frame_stack(module: ModuleType) -> None:
-    """``stable_baselines3.common.vec_env.vec_frame_stack``: warn when it stacks a kit env's stacks."""
-    _patch(module.VecFrameStack, "__init__", _frame_stack_init)
+#: ``stable_baselines3.common.vec_env.vec_frame_stack``
+VEC_FRAME_STACK = Adapter(
+    *_SB3,
+    requires=("VecFrameStack.__init__", "VecFrameStack().observation_space"),
+    loses="VecFrameStack over kit envs stacks their stacked frames again without a warning",
+    patches=lambda module: [(module.VecFrameStack, "__init__", _frame_stack_init)],
+)

@@ -14,45 +14,42 @@ every ID ``is_atari`` accepts) names ``AtariWrapper`` and ``frame_stack: 4``: a 
 the kit's finished one, which fails in OpenCV. So for a kit ID, ``read_hyperparameters`` reads the kit's conf
 module instead of the zoo's own files (one line says so), or, for an algorithm the kit has no conf module
 for, ends in one line naming ``--conf-file``.
-Run by ``retro_atari_kit._post_import`` once ``rl_zoo3.exp_manager`` is loaded (an entry point in
-``pyproject.toml``).
+Run by ``retro_atari_kit.adapters`` once ``rl_zoo3.exp_manager`` is loaded (an entry point in
+``pyproject.toml``), after its guard has checked the rl-zoo3 version and the names used below; both
+replacements call rl-zoo3's own method.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from types import ModuleType
+import sys
 from typing import Any
+
+from retro_atari_kit.adapters import Adapter, marked
 
 KIT_PREFIX = "RetroKit/"
 CONF_MODULE = "retro_atari_kit.integrations.zoo.{algo}"  # the kit's hyperparameters, one module per algorithm
 
 
-def adapt(module: ModuleType) -> None:
-    """``rl_zoo3.exp_manager``: ``ExperimentManager.is_atari`` is also true for ``RetroKit/`` IDs."""
-    cls = module.ExperimentManager
-    original = cls.__dict__["is_atari"].__func__
-    if getattr(original, "_retrokit", False):
-        return
+def _is_atari(original):
+    """rl-zoo3's own ``is_atari``, also true for ``RetroKit/`` IDs."""
 
     def is_atari(env_id: str) -> bool:
         return KIT_PREFIX in str(env_id) or original(env_id)
 
     is_atari.__doc__ = original.__doc__
-    is_atari._retrokit = True
-    cls.is_atari = staticmethod(is_atari)
-    _adapt_read_hyperparameters(cls, os.path.join(os.path.dirname(module.__file__), "hyperparams"))
+    return staticmethod(marked(is_atari))
 
 
-def _adapt_read_hyperparameters(cls: type, zoo_files: str) -> None:
-    """``read_hyperparameters`` of a kit ID reads the kit's conf module, never the zoo's own Atari entry."""
-    read = cls.__dict__.get("read_hyperparameters")
-    if read is None or getattr(read, "_retrokit", False):
-        return
+def _read_hyperparameters(read):
+    """rl-zoo3's own ``read_hyperparameters``; for a kit ID whose config is the zoo's own file, it reads the
+    kit's conf module instead (its own Atari entry would wrap the kit's finished stack a second time)."""
+
+    zoo_files = os.path.join(os.path.dirname(sys.modules[read.__module__].__file__), "hyperparams")
 
     def read_hyperparameters(self: Any) -> Any:
-        config, algo = getattr(self, "config", None), getattr(self, "algo", "")
+        config, algo = self.config, self.algo
         env_id = str(getattr(self.env_name, "gym_id", self.env_name))  # huggingface_sb3's EnvironmentName
         if KIT_PREFIX in env_id and isinstance(config, str) and _is_under(config, zoo_files):
             self.config = _kit_conf_module(algo, env_id, config)
@@ -63,8 +60,27 @@ def _adapt_read_hyperparameters(cls: type, zoo_files: str) -> None:
         return read(self)
 
     read_hyperparameters.__doc__ = read.__doc__
-    read_hyperparameters._retrokit = True  # type: ignore[attr-defined]
-    cls.read_hyperparameters = read_hyperparameters
+    return marked(read_hyperparameters)
+
+
+#: ``rl_zoo3.exp_manager`` (entry point in pyproject.toml)
+EXP_MANAGER = Adapter(
+    "rl-zoo3",
+    ("2.7", "2.10"),
+    requires=(
+        "ExperimentManager.is_atari",
+        "ExperimentManager.read_hyperparameters",
+        *(f"ExperimentManager().{name}" for name in ("config", "algo", "env_name")),
+    ),
+    loses=(
+        "rl-zoo3 treats RetroKit IDs as non-Atari envs: enjoy prints per-life clipped sums, not the kit's "
+        "true game scores, and without --conf-file its own hyperparameters wrap the kit's stack a second time"
+    ),
+    patches=lambda module: [
+        (module.ExperimentManager, "is_atari", _is_atari),
+        (module.ExperimentManager, "read_hyperparameters", _read_hyperparameters),
+    ],
+)
 
 
 def _is_under(path: str, folder: str) -> bool:

@@ -173,7 +173,8 @@ def test_adapters_apply_whichever_is_imported_first(first):
         f"import {first}, {second}\n"
         "from stable_baselines3.common.monitor import Monitor\n"
         "from stable_baselines3.common.vec_env import VecMonitor, VecFrameStack\n"
-        "print(all(getattr(f, '_retrokit', False) for f in "
+        "from retro_atari_kit.adapters import MARK\n"
+        "print(all(getattr(f, MARK, False) for f in "
         "(Monitor.step, VecMonitor.__init__, VecMonitor.step_wait, VecFrameStack.__init__)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
