@@ -1,0 +1,79 @@
+"""Stop signals, lost output and writes cut short: the command runs in its own session, and a signal goes to
+its whole process group, as systemd, Slurm's scancel and `kill -TERM -PGID` send it (docs/cli.md,
+"Stopping and resuming")."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.sweep._sweep import (
+    Case,
+    check,
+    ci_first,
+    cut_copy,
+    folder,
+    params,
+    run_copy,
+    stopped_and_saved,
+    trained_to,
+)
+
+pytestmark = [pytest.mark.sweep, pytest.mark.slow]
+ENV = "RetroKit/Pong-v0"
+
+
+def stop_cases() -> list[Case]:
+    cases: list[Case] = []
+    run = ["--run-dir", "run"]
+    ppo = ["--n-envs", "2", "--set", "n_steps=32", "--set", "batch_size=32", "--checkpoint-every", "64"]
+
+    def live(group: str, *argv: str, **kw) -> None:
+        kw = {"expect": "clean", "writes_nothing": False, "exit_code": 0, **kw}
+        cases.append(Case(group, ["train", *argv], **kw))
+
+    g = "train: SIGTERM to the process group"
+    stop = {"send_signal": "SIGTERM", "check": stopped_and_saved()}
+    forever = ["--timesteps", "1e6", *run]
+    for backend in ("native", "subprocess", "inprocess"):
+        live(g, "ppo", ENV, "--backend", backend, *ppo, *forever, **stop)
+    live(g, "ppo", "RetroKit/Airstriker-Genesis-v0", *ppo, *forever, **stop)
+    live(
+        g, "dqn", ENV, "--preset", "pong-dqn-fast", "--set", "parallel_play.when=always", "--set",
+        "learning_starts=64", "--set", "buffer_size=1000", "--n-envs", "2", "--checkpoint-every", "128",
+        *forever, **stop,
+    )  # fmt: skip
+    live(
+        g, "appo", ENV, "--engine", "rllib", "--num-env-runners", "1", "--envs-per-runner", "2", "--set",
+        "train_batch_size_per_learner=32", "--set", "rollout_fragment_length=16", "--set",
+        "min_time_s_per_iteration=1", "--checkpoint-every", "32", *forever, **stop,
+    )  # fmt: skip
+    g = "train: SIGHUP to the process group (terminal closed)"
+    live(g, "ppo", ENV, *ppo, *forever, send_signal="SIGHUP", check=stopped_and_saved())
+    gone = {"send_signal": "SIGHUP", "closed": ("stdout", "stderr"), "check": stopped_and_saved("run", False)}
+    live(f"{g}, stdout and stderr closed", "ppo", ENV, *ppo, *forever, **gone)  # nothing can be written
+    for delay in ("0.3", "0.6", "1", "2", "4"):  # importing, parsing, checking, building envs
+        g = f"train: Ctrl-C {delay} s after the start"
+        cases.append(
+            Case(g, ["train", "ppo", ENV, "--n-envs", "2", *run], expect="interrupted", send_signal="SIGINT",
+                 signal_when=delay)
+        )  # fmt: skip
+    for closed in (("stdout",), ("stderr",), ("stdout", "stderr")):
+        g = f"train: lost output ({' and '.join(closed)} closed at the start)"
+        live(g, "ppo", ENV, *ppo, "--timesteps", "128", *run, closed=closed, check=trained_to(128))
+    g = "train: lost output (the reader of stdout goes away)"
+    live(g, "ppo", ENV, *ppo, "--timesteps", "128", *run, close_stdout=True, check=trained_to(128))
+    g = "train --resume: writes cut short"
+    live(
+        g, "--resume", "run", "--timesteps", "96",
+        setup=[
+            run_copy(), cut_copy("checkpoints/.model_96_steps.tmp-999999.zip"),
+            folder("run/checkpoints/.model_128_steps.tmp-999998"), cut_copy("checkpoints/model_96_steps.zip"),
+        ],
+        check=trained_to(96, "model_64_steps.zip (64 steps)", "tmp-999999.zip: a write cut short"),
+    )  # fmt: skip
+    return cases
+
+
+@pytest.mark.parametrize("case", params(ci_first(stop_cases())))
+def test_case(case: Case, sweep, tmp_path) -> None:
+    check(case, tmp_path)
