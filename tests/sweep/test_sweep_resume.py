@@ -18,11 +18,11 @@ from tests.sweep._sweep import (
     folder,
     named,
     params,
-    without,
     run_copy,
     set_field,
     text,
     trained_to,
+    without,
 )
 
 pytestmark = [pytest.mark.sweep, pytest.mark.slow]
