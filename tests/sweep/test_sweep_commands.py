@@ -25,10 +25,11 @@ GOOD_CSV = '#{"t_start": 0, "env_id": "RetroKit/Pong-v0"}\nr,l,t\n-21.0,812,3.5\
 
 
 # the same command in tests/cli/test_cli_errors.py, there with the message's words: that test is kept
+ROWS = "test_plot_warns_about_rows_that_are_not_numbers"
 IN_TESTS_CLI = {
     "retrokit plot run --out ro/c.png [folder ro mode 555]": "test_record_and_plot_refuse_a_read_only_folder",
     "retrokit plot run --out missing/c.png": "test_record_and_plot_refuse_a_read_only_folder",
-    'retrokit plot run [run/monitor/0.monitor.csv: \'#{"t_start": 0, "env_id"\']': "test_plot_warns_about_rows_that_are_not_numbers",
+    'retrokit plot run [run/monitor/0.monitor.csv: \'#{"t_start": 0, "env_id"\']': ROWS,
     "retrokit import-roms roms [folder roms mode 0]": "test_import_roms_of_an_unreadable_folder_is_refused",
     "retrokit ": "test_no_command_prints_the_help_and_one_error_line",
     "retrokit list": "test_a_reader_that_goes_away_gets_no_traceback",
