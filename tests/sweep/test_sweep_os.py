@@ -54,6 +54,9 @@ KIND = "test_resume_refuses_a_run_dir_entry_of_the_wrong_kind_before_writing"
 LOCALE = "test_a_name_the_locale_cannot_hold_is_one_line"
 RESUME = "retrokit train --resume run --timesteps 128"
 MODES = "test_resume_of_a_run_without_write_permission_is_one_line_and_changes_nothing"
+KEPT = "test_a_full_disk_while_training_keeps_the_checkpoints_and_says_how_to_go_on"
+DANGLING = "test_export_names_a_monitor_log_that_links_to_nothing_and_leaves_no_half_export"
+GLYPHS = "test_glyphs_the_font_lacks_are_one_warning_under_an_ascii_locale"
 IN_TESTS_CLI = {
     f"retrokit train ppo {ENV} --run-dir runs/{LONG}/x {NEW}": RUN_DIR,
     f"retrokit train ppo {ENV} --run-dir /proc/x {NEW}": RUN_DIR,
@@ -65,7 +68,7 @@ IN_TESTS_CLI = {
     f"{RESUME} [run mounted read-only]": RO_MOUNT,
     "retrokit eval run --episodes 1 [run mounted read-only]": RO_MOUNT,
     f"{RESUME} [run read-only]": MODES,
-    "retrokit train --resume disk/run --timesteps 128 [tmpfs disk]": "test_a_full_disk_while_training_keeps_the_checkpoints_and_says_how_to_go_on",
+    "retrokit train --resume disk/run --timesteps 128 [tmpfs disk]": KEPT,
     f"retrokit record run --out disk/old.gif --max-steps 40 {FULL}": OLDER,
     f"retrokit plot run --out disk/old.png {FULL}": OLDER,
     "retrokit list": "test_output_to_a_full_disk_is_one_line",
@@ -73,8 +76,8 @@ IN_TESTS_CLI = {
     f"{RESUME} [run/log.txt a folder]": KIND,
     f"{RESUME} [run/checkpoints a file]": KIND,
     f"{RESUME} [run/checkpoints a link]": KIND,
-    "retrokit export run out [run/monitor/9.monitor.csv a link]": "test_export_names_a_monitor_log_that_links_to_nothing_and_leaves_no_half_export",
-    "retrokit plot runs/pöng-ü --title Pöng 乒乓 [a run copied as runs/pöng-ü]": "test_glyphs_the_font_lacks_are_one_warning_under_an_ascii_locale",
+    "retrokit export run out [run/monitor/9.monitor.csv a link]": DANGLING,
+    "retrokit plot runs/pöng-ü --title Pöng 乒乓 [a run copied as runs/pöng-ü]": GLYPHS,
     "retrokit train --resume runs/pöng-ü --timesteps 96 [a run copied as runs/pöng-ü]": LOCALE,
     "retrokit plot runs/pöng-ü [a run copied as runs/pöng-ü]": LOCALE,
     "retrokit train --resume r\udcf6n --timesteps 96 [a run copied as r\udcf6n]": LOCALE,

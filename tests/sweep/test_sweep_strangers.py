@@ -30,11 +30,13 @@ ENV = "RetroKit/Pong-v0"
 PICKLES = "[pickles in run/model.zip; pickles in run/checkpoints/*.zip]"
 LINKS = "test_export_publishes_no_link_out_of_the_run_dir"
 TORCH = "test_weights_that_ask_torch_to_run_code_are_refused"
+OUTSIDE = "test_a_model_file_outside_a_run_dir_is_refused_unless_allowed"
+BOMB = "test_a_compression_bomb_is_refused_before_inflating"
 IN_TESTS_CLI = {
     f"retrokit train --resume run --timesteps 96 {PICKLES}": "test_pickled_values_in_a_run_dir_never_run",
-    f"retrokit eval run/model.zip --env {ENV} [pickles in run/model.zip; run/config.yaml: remove]": "test_a_model_file_outside_a_run_dir_is_refused_unless_allowed",
+    f"retrokit eval run/model.zip --env {ENV} [pickles in run/model.zip; run/config.yaml: remove]": OUTSIDE,
     "retrokit eval run [run/model.zip: a torch global]": TORCH,
-    "retrokit eval run [run/model.zip policy.pth: 1100 MB of zeros]": "test_a_compression_bomb_is_refused_before_inflating",
+    "retrokit eval run [run/model.zip policy.pth: 1100 MB of zeros]": BOMB,
     "retrokit eval run [run/model.zip data: 200 MB of zeros]": "test_an_oversized_data_member_is_refused",
     "retrokit export run out [run/monitor/9.monitor.csv -> secret.txt]": LINKS,
     "retrokit export run out [run/monitor/resume-1 -> secrets]": LINKS,
