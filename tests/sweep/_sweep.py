@@ -39,7 +39,6 @@ import pytest
 
 from tests.cli._run import (
     CHILD_ENV,
-    ENV,
     RETROKIT,
     changed,
     child_env,
@@ -371,9 +370,7 @@ def run_live(case: Case, d: Path, preexec: Callable[[], None] | None) -> tuple[i
                 else:
                     time.sleep(float(case.signal_when))
                 before = _checkpoint_steps(d / "run")
-                if proc.poll() is None and case.send_signal == "SIGKILL to an env worker":
-                    os.kill(_env_workers(proc.pid)[-1], signal.SIGKILL)
-                elif proc.poll() is None:
+                if proc.poll() is None:
                     os.killpg(proc.pid, getattr(signal, case.send_signal))
             code = proc.wait(timeout=LIVE_TIMEOUT_S)
         finally:
@@ -671,23 +668,6 @@ def _quiet(d: Path, output: str, before: list[int]) -> list[str]:
     return ["matplotlib's cache warning"] if "Matplotlib" in output or "mkdir -p failed" in output else []
 
 
-def _env_workers(pid: int) -> list[int]:
-    """The env worker processes of the ``retrokit`` process ``pid``: its forkserver's children (or, with
-    fork, its own children but the resource tracker), from /proc."""
-    table: dict[int, tuple[int, str]] = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, IndexError, ValueError):
-            continue
-        table[int(entry)] = (ppid, cmd)
-    servers = {p for p, (pp, cmd) in table.items() if pp == pid and "forkserver" in cmd}
-    if servers:
-        return sorted(p for p, (pp, _) in table.items() if pp in servers)
-    return sorted(p for p, (pp, cmd) in table.items() if pp == pid and "resource_tracker" not in cmd)
-
-
 def script(name: str, body: str) -> Setup:
     """``<name>``: a Python script of the case (a file: workers of a second retro env re-import it)."""
     return named("", text(name, body))
@@ -701,31 +681,6 @@ def says(*needles: str, once: str | None = None) -> Check:
         if once is not None and output.count(once) != 1:
             problems.append(f"{once!r} {output.count(once)} times, not once")
         return problems
-
-    return check
-
-
-def killed_worker_then_resumed() -> Check:
-    """One 'retrokit: error:' line naming the env and SIGKILL, a checkpoint, then ``--resume`` trains on."""
-
-    def check(d: Path, output: str, before: list[int]) -> list[str]:
-        errors = [line for line in output.splitlines() if line.startswith("retrokit: error: ")]
-        problems = [] if len(errors) == 1 else [f"{len(errors)} 'retrokit: error:' lines, not 1"]
-        for needle in (f"env rank 1 ({ENV})", "killed by SIGKILL", "resume with: retrokit train --resume"):
-            if not errors or needle not in errors[0]:
-                problems.append(f"error line lacks {needle!r}")
-        steps = _checkpoint_steps(d / "run")  # the death's save: at or past the periodic one there was
-        if not steps or (before and steps[-1] < before[-1]):
-            return problems + [f"no checkpoint at or past {before[-1:]} (have {steps[-3:]})"]
-        if not errors or f"training stopped at {steps[-1]} steps, checkpoint " not in errors[0]:
-            problems.append(f"error line does not name the checkpoint at {steps[-1]} steps")
-        res = subprocess.run(
-            [RETROKIT, "train", "--resume", "run", "--timesteps", str(steps[-1] + 64)], cwd=d,
-            capture_output=True, text=True, env=CHILD_ENV, timeout=LIVE_TIMEOUT_S,
-        )  # fmt: skip
-        if res.returncode != 0 or _checkpoint_steps(d / "run")[-1] != steps[-1] + 64:
-            problems.append(f"--resume exit {res.returncode}: {res.stderr.strip()[-200:]}")
-        return problems + [f"left {name}" for name in _leftovers(d / "run")]
 
     return check
 

@@ -12,6 +12,7 @@ from tests.sweep._sweep import (
     ci_first,
     damage,
     link,
+    named,
     no_marker,
     params,
     planted_pickles,
@@ -72,12 +73,22 @@ def stranger_cases() -> list[Case]:
     for name, target in (("monitor/9.monitor.csv", "secret.txt"), ("monitor/resume-1", "secrets"),
                          ("log.txt", "secret.txt"), ("model.zip", "secret.txt")):  # fmt: skip
         add(g, "export", "run", "out", setup=[run_copy(), link(name, target)], needles=("is a link to",))
-    g = "rllib state"  # RLlib unpickles its state: only checkpoints this user's kit signed are resumed
-    add(g, "train", "--resume", "run", "--timesteps", "160", setup=[rllib_run_copy(), tampered_rllib_state],
-        needles=("no valid signature",), check=no_marker)  # fmt: skip
     return cases
 
 
+# RLlib unpickles its state: only checkpoints this user's kit signed are resumed
+RLLIB_STATE = Case(
+    "strangers: rllib state", ["train", "--resume", "run", "--timesteps", "160"],
+    setup=[rllib_run_copy(), named("its state tampered with", tampered_rllib_state)],
+    needles=("no valid signature",), check=no_marker,
+)  # fmt: skip
+
+
 @pytest.mark.parametrize("case", params(ci_first(without(stranger_cases(), IN_TESTS_CLI))))
-def test_case(case: Case, sweep, sweep_rllib_run, tmp_path) -> None:
+def test_case(case: Case, sweep, tmp_path) -> None:
+    check(case, tmp_path)
+
+
+@pytest.mark.parametrize("case", params([RLLIB_STATE]))
+def test_rllib_state(case: Case, sweep, sweep_rllib_run, tmp_path) -> None:
     check(case, tmp_path)
