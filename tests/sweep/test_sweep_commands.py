@@ -4,20 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sweep._sweep import (
-    DAMAGED_LOGS,
-    DL,
-    Case,
-    append_bytes,
-    check,
-    ci_first,
-    folder,
-    monitor_csv,
-    params,
-    run_copy,
-    text,
-    without,
-)
+from tests.sweep._setups import DAMAGED_LOGS, DL, append_bytes, folder, monitor_csv, run_copy, text
+from tests.sweep._sweep import Case, check, ci_first, params, without
 
 pytestmark = [pytest.mark.sweep, pytest.mark.slow]
 ENV = "RetroKit/Pong-v0"

@@ -5,19 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sweep._sweep import (
-    Case,
-    _quiet,
-    absent,
-    check,
-    ci_first,
-    deleted_cwd,
-    params,
-    rlimit,
-    run_copy,
-    set_field,
-    without,
-)
+from tests.sweep._checks import absent, quiet_plot
+from tests.sweep._setups import deleted_cwd, rlimit, run_copy, set_field
+from tests.sweep._sweep import Case, check, ci_first, params, without
 
 pytestmark = [pytest.mark.sweep, pytest.mark.slow]
 ENV = "RetroKit/Pong-v0"
@@ -77,7 +67,7 @@ def limit_cases() -> list[Case]:
     add(g, "plot", "run", "--title", "$\\foo{$", "--out", "p.png", setup=good, expect="warning",
         needles=("not valid mathtext",), writes_nothing=False)  # fmt: skip
     add(g, "plot", "run", "--out", "p.png", setup=good, expect="clean", exit_code=0, writes_nothing=False,
-        env={"HOME": "/dev/null", "MPLCONFIGDIR": ""}, check=_quiet)  # fmt: skip
+        env={"HOME": "/dev/null", "MPLCONFIGDIR": ""}, check=quiet_plot)  # fmt: skip
     add(g, "eval", "run", setup=good, preexec=deleted_cwd, needles=("was deleted",))
     return cases
 

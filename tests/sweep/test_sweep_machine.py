@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sweep._sweep import Case, check, params, says, script
+from tests.sweep._checks import says
+from tests.sweep._setups import script
+from tests.sweep._sweep import Case, check, params
 
 pytestmark = [pytest.mark.sweep, pytest.mark.slow]
 NO_DISPLAY = {"DISPLAY": None, "WAYLAND_DISPLAY": None, "SDL_VIDEODRIVER": None, "SDL_AUDIODRIVER": None}

@@ -5,20 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sweep._sweep import (
-    Case,
-    check,
-    ci_first,
-    damage,
-    folder,
-    foreign_zip,
-    params,
-    run_copy,
-    set_field,
-    text,
-    truncated_model,
-    without,
-)
+from tests.sweep._setups import damage, folder, foreign_zip, run_copy, set_field, text, truncated_model
+from tests.sweep._sweep import Case, check, ci_first, params, without
 
 pytestmark = [pytest.mark.sweep, pytest.mark.slow]
 ENV = "RetroKit/Pong-v0"

@@ -9,28 +9,18 @@ from __future__ import annotations
 import pytest
 
 from tests.cli._run import fill
-from tests.sweep._sweep import (
-    Case,
-    absent,
-    all_of,
-    check,
-    ci_first,
-    error_line,
+from tests.sweep._checks import absent, all_of, error_line, kept, made, no_leftovers, trained_to
+from tests.sweep._setups import (
     folder,
-    kept,
-    made,
     named,
-    no_leftovers,
-    params,
     read_only,
     read_only_mount,
     replace_with,
     run_copy,
     text,
     tmpfs,
-    trained_to,
-    without,
 )
+from tests.sweep._sweep import Case, check, ci_first, params, without
 
 pytestmark = [pytest.mark.sweep, pytest.mark.slow]
 ENV = "RetroKit/Pong-v0"

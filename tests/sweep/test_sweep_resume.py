@@ -4,26 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sweep._sweep import (
+from tests.sweep._checks import trained_to
+from tests.sweep._setups import (
     DAMAGED_LOGS,
     DL,
-    Case,
     Setup,
     append_bytes,
-    check,
-    ci_first,
     damage,
     drop_field,
     edit_config,
     folder,
     named,
-    params,
     run_copy,
     set_field,
     text,
-    trained_to,
-    without,
 )
+from tests.sweep._sweep import Case, check, ci_first, params, without
 
 pytestmark = [pytest.mark.sweep, pytest.mark.slow]
 ENV = "RetroKit/Pong-v0"

@@ -5,17 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sweep._sweep import (
-    Case,
-    Setup,
-    check,
-    ci_first,
-    damage,
-    edit_config,
-    named,
-    params,
-    rllib_run_copy,
-)
+from tests.sweep._setups import Setup, damage, edit_config, named, rllib_run_copy
+from tests.sweep._sweep import Case, check, ci_first, params
 
 pytestmark = [pytest.mark.sweep, pytest.mark.slow]
 ENV = "RetroKit/Pong-v0"

@@ -6,17 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sweep._sweep import (
-    Case,
-    check,
-    cut_copy,
-    folder,
-    params,
-    run_copy,
-    stopped_and_saved,
-    trained_to,
-    without,
-)
+from tests.sweep._checks import stopped_and_saved, trained_to
+from tests.sweep._setups import cut_copy, folder, run_copy
+from tests.sweep._sweep import Case, check, params, without
 
 pytestmark = [pytest.mark.sweep, pytest.mark.slow]
 ENV = "RetroKit/Pong-v0"

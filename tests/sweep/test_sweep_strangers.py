@@ -5,23 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sweep._sweep import (
-    Case,
+from tests.sweep._checks import no_marker
+from tests.sweep._setups import (
     bomb,
-    check,
-    ci_first,
     damage,
     link,
     named,
-    no_marker,
-    params,
     planted_pickles,
     rllib_run_copy,
     run_copy,
     tampered_rllib_state,
     torch_global,
-    without,
 )
+from tests.sweep._sweep import Case, check, ci_first, params, without
 
 pytestmark = [pytest.mark.sweep, pytest.mark.slow]
 ENV = "RetroKit/Pong-v0"

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sweep._sweep import Case, check, ci_first, folder, params, run_copy, text, without
+from tests.sweep._setups import folder, run_copy, text
+from tests.sweep._sweep import Case, check, ci_first, params, without
 
 pytestmark = [pytest.mark.sweep, pytest.mark.slow]
 ENV = "RetroKit/Pong-v0"
