@@ -160,7 +160,7 @@ def append_bytes(name: str, data: bytes, mode: str = "ab") -> Setup:
     return named(f"{name}: {data[:8]!r} ({mode})", setup)
 
 
-DL = "damaged-logs"  # the run copies of the damaged-log cases (``--only damaged-logs``; issue 32)
+DL = "damaged-logs"  # the run copies of the damaged-log cases (``-k damaged-logs``)
 
 
 DAMAGED_LOGS = [
