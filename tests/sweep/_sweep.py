@@ -6,7 +6,8 @@ A case expects one of:
 - ``error``: exit code 2, exactly one line on stderr, starting ``retrokit: error:``;
 - ``warning``: exit code 0, exactly one line on stderr, starting ``retrokit: warning:``;
 - ``clean``: no traceback (for cases with no single right exit code, e.g. a closed stdout);
-- ``interrupted``: exit code 130, exactly one line on stderr, starting ``retrokit: interrupted``;
+- ``interrupted``: exit code 130, exactly one line on stderr, starting ``retrokit: interrupted``, no run dir
+  left (or, where training had begun when the signal came, exit 0 and a stop checkpoint);
 - ``script``: a Python script (``argv`` is Python's), its exit code and output checked;
 - ``api``: a bad call on the Python API, run by ``_api_child.py`` on every target (test_sweep_api.py);
 
@@ -36,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli._run import CHILD_ENV, RETROKIT, changed, child_env, file_modes_bind, snapshot
-from tests.sweep._checks import checkpoint_steps
+from tests.sweep._checks import checkpoint_steps, stopped_and_saved
 from tests.sweep._setups import CASE_MOUNTS, FIXTURE, Check, Setup, chained
 
 TIMEOUT_S = 120
@@ -169,11 +170,16 @@ def run_live(case: Case, d: Path, preexec: Callable[[], None] | None) -> tuple[i
 
 def live_problems(case: Case, code: int, lines: list[str], output: str, before: list[int], d: Path) -> list:
     problems = []
-    if case.expect == "interrupted":
+    if case.expect == "interrupted" and code == 0:
+        # the signal came once training had begun (a fast machine): a stop, saved and said as SIGTERM's is
+        problems += stopped_and_saved()(d, output, before)
+    elif case.expect == "interrupted":  # before training: one line, exit 130, no run dir left
         if code != 130:
-            problems.append(f"exit {code}, not 130")
+            problems.append(f"exit {code}, not 130 (or 0 with a stop checkpoint)")
         if len(lines) != 1 or not lines[0].startswith("retrokit: interrupted"):
             problems.append(f"{len(lines)} stderr lines, not one 'retrokit: interrupted'")
+        if (d / "run").exists():
+            problems.append("the run dir was left")
     if case.exit_code is not None and code != case.exit_code:
         problems.append(f"exit {code}, not {case.exit_code}")
     if case.check is not None:

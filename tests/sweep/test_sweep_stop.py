@@ -44,11 +44,12 @@ def stop_cases() -> list[Case]:
     live(g, "ppo", ENV, *ppo, *forever, send_signal="SIGHUP", check=stopped_and_saved())
     gone = {"send_signal": "SIGHUP", "closed": ("stdout", "stderr"), "check": stopped_and_saved("run", False)}
     live(f"{g}, stdout and stderr closed", "ppo", ENV, *ppo, *forever, **gone)  # nothing can be written
-    for delay in ("0.3", "0.6", "1", "2", "4"):  # importing, parsing, checking, building envs
+    # importing, parsing, checking, building envs (or, on a fast machine, training has begun: a stop)
+    for delay in ("0.3", "0.6", "1", "2", "4"):
         g = f"train: Ctrl-C {delay} s after the start"
         cases.append(
-            Case(g, ["train", "ppo", ENV, "--n-envs", "2", *run], expect="interrupted", send_signal="SIGINT",
-                 signal_when=delay, ci=delay == "1")
+            Case(g, ["train", "ppo", ENV, "--n-envs", "2", *ppo[2:], *run], expect="interrupted",
+                 send_signal="SIGINT", signal_when=delay, writes_nothing=False, ci=delay == "1")
         )  # fmt: skip
     for closed in (("stdout",), ("stderr",), ("stdout", "stderr")):
         g = f"train: lost output ({' and '.join(closed)} closed at the start)"
