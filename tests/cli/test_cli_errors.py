@@ -4,60 +4,16 @@ stderr naming the fix (no ale-py banner, no traceback), and nothing written. Rea
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-RETROKIT = os.path.join(os.path.dirname(sys.executable), "retrokit")
-ENV = "RetroKit/Pong-v0"
-ENV_VARS = {**os.environ, "OMP_NUM_THREADS": "1"}
-
-
-def _bound_by_file_modes() -> None:
-    """In the child before exec: drop root's power to ignore file modes (CAP_DAC_OVERRIDE and
-    CAP_DAC_READ_SEARCH, from the bounding set: gone after exec), so a 0o555 folder is read-only for it."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (1, 2):
-        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-
-
-def retrokit(*args: str, cwd: str, modes_bind: bool = False) -> subprocess.CompletedProcess:
-    """The console script in a subprocess; ``modes_bind``: file modes bind it even when run as root."""
-    return subprocess.run(
-        [RETROKIT, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=ENV_VARS,
-        preexec_fn=_bound_by_file_modes if modes_bind and os.geteuid() == 0 else None,
-    )
-
-
-def files_under(path: str) -> dict[str, float]:
-    out = {}
-    for root, dirs, files in os.walk(path):
-        for name in dirs + files:
-            full = os.path.join(root, name)
-            out[os.path.relpath(full, path)] = os.stat(full).st_mtime_ns
-    return out
-
-
-def assert_one_line_error(res: subprocess.CompletedProcess, *needles: str) -> str:
-    assert res.returncode == 2, (res.returncode, res.stderr[-3000:])
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1, res.stderr[-3000:]
-    assert lines[0].startswith("retrokit: error: "), lines[0]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
+from tests.cli._run import CHILD_ENV, ENV, RETROKIT, one_error_line, retrokit
+from tests.cli._run import snapshot as files_under
 
 
 def _cuda() -> bool:
@@ -111,13 +67,13 @@ NO_CUDA = pytest.mark.skipif(_cuda(), reason="this machine has a CUDA GPU: the r
 def test_train_mistakes_are_one_line_and_write_nothing(argv, needles, tmp_path):
     # a short budget: where a mistake is not caught, the run ends soon (and the test fails on exit 0)
     res = retrokit("train", "ppo", ENV, "--run-dir", "run", "--timesteps", "64", *argv, cwd=str(tmp_path))
-    assert_one_line_error(res, *needles)
+    one_error_line(res, *needles)
     assert os.listdir(tmp_path) == []  # no run dir, no config.yaml
 
 
 @pytest.mark.parametrize("env_id", ["Pong-v0", "ALE/Pong-v5", "PongNoFrameskip-v4"])
 def test_another_packages_id_names_the_kits_id(env_id, tmp_path):
-    line = assert_one_line_error(retrokit("train", "ppo", env_id, cwd=str(tmp_path)), "use RetroKit/Pong-v0")
+    line = one_error_line(retrokit("train", "ppo", env_id, cwd=str(tmp_path)), "use RetroKit/Pong-v0")
     assert "backend" not in line
     assert os.listdir(tmp_path) == []
 
@@ -125,7 +81,7 @@ def test_another_packages_id_names_the_kits_id(env_id, tmp_path):
 def test_a_run_dir_under_a_file_is_refused(tmp_path):
     (tmp_path / "afile").write_text("x")
     res = retrokit("train", "ppo", ENV, "--run-dir", "afile/sub", cwd=str(tmp_path))
-    assert_one_line_error(res, "afile", "is a file, not a folder", "--run-dir")
+    one_error_line(res, "afile", "is a file, not a folder", "--run-dir")
     assert os.listdir(tmp_path) == ["afile"] and (tmp_path / "afile").read_text() == "x"
 
 
@@ -143,7 +99,7 @@ def read_only(tmp_path):
 
 def test_a_run_dir_under_a_read_only_folder_is_refused(read_only, tmp_path):
     res = retrokit("train", "ppo", ENV, "--run-dir", "ro/sub/run", cwd=str(tmp_path), modes_bind=True)
-    assert_one_line_error(res, "ro", "is not writable", "--run-dir")
+    one_error_line(res, "ro", "is not writable", "--run-dir")
     assert os.listdir(read_only) == [] and os.listdir(tmp_path) == ["ro"]
 
 
@@ -156,7 +112,7 @@ def test_resume_refuses_options_it_would_ignore(tmp_path):
         "train", "--resume", "run", "--set", "gamma=0.9", "--n-envs", "3", "--network", "impala",
         "--device", "cpu", cwd=str(tmp_path),
     )  # fmt: skip
-    assert_one_line_error(res, "--resume", "config.yaml", "--set", "--n-envs", "--network", "--device")
+    one_error_line(res, "--resume", "config.yaml", "--set", "--n-envs", "--network", "--device")
     assert files_under(str(tmp_path)) == before
 
 
@@ -187,7 +143,7 @@ def run_dir(tmp_path_factory) -> str:
 )
 def test_eval_mistakes_say_what_the_model_expects(argv, needles, run_dir, tmp_path):
     before = files_under(run_dir)
-    line = assert_one_line_error(retrokit("eval", run_dir, *argv, cwd=str(tmp_path)), *needles)
+    line = one_error_line(retrokit("eval", run_dir, *argv, cwd=str(tmp_path)), *needles)
     assert "cannot read" not in line  # a device is not blamed on the model file
     assert files_under(run_dir) == before and os.listdir(tmp_path) == []
 
@@ -203,18 +159,18 @@ def test_eval_mistakes_say_what_the_model_expects(argv, needles, run_dir, tmp_pa
 def test_record_checks_out_before_playing(out, needles, run_dir, tmp_path):
     (tmp_path / "videos").mkdir()
     res = retrokit("record", run_dir, "--out", out, cwd=str(tmp_path))
-    assert_one_line_error(res, *needles)
+    one_error_line(res, *needles)
     assert sorted(os.listdir(tmp_path)) == ["videos"] and os.listdir(tmp_path / "videos") == []
 
 
 def test_record_and_plot_refuse_a_read_only_folder(run_dir, read_only, tmp_path):
     base = str(tmp_path)
     res = retrokit("record", run_dir, "--out", "ro/agent.mp4", cwd=base, modes_bind=True)
-    assert_one_line_error(res, "--out ro/agent.mp4", "is not writable")
+    one_error_line(res, "--out ro/agent.mp4", "is not writable")
     res = retrokit("plot", run_dir, "--out", "ro/curves.png", cwd=base, modes_bind=True)
-    assert_one_line_error(res, "--out ro/curves.png", "is not writable")
+    one_error_line(res, "--out ro/curves.png", "is not writable")
     res = retrokit("plot", run_dir, "--out", "missing/curves.png", cwd=base)
-    assert_one_line_error(res, "does not exist")
+    one_error_line(res, "does not exist")
     assert os.listdir(read_only) == [] and os.listdir(tmp_path) == ["ro"]
 
 
@@ -260,7 +216,7 @@ def test_a_model_file_that_cannot_load_is_the_only_line(cmd, kind, argv, needles
     else:
         _foreign_zip(model)
     before = files_under(str(tmp_path))
-    line = assert_one_line_error(retrokit(cmd, "model.zip", *argv, cwd=str(tmp_path)), *needles)
+    line = one_error_line(retrokit(cmd, "model.zip", *argv, cwd=str(tmp_path)), *needles)
     assert "warning" not in line
     assert files_under(str(tmp_path)) == before
 
@@ -273,19 +229,19 @@ def test_import_roms_of_an_unreadable_folder_is_refused(tmp_path):
         res = retrokit("import-roms", "roms", cwd=str(tmp_path), modes_bind=True)
     finally:
         roms.chmod(0o755)
-    assert_one_line_error(res, "roms: permission denied")
+    one_error_line(res, "roms: permission denied")
 
 
 def test_no_command_prints_the_help_and_one_error_line(tmp_path):
     res = retrokit(cwd=str(tmp_path))
-    assert_one_line_error(res, "missing COMMAND")
+    one_error_line(res, "missing COMMAND")
     assert "usage: retrokit" in res.stdout
 
 
 def test_a_reader_that_goes_away_gets_no_traceback(tmp_path):
     # `retrokit list | head -1`
     proc = subprocess.Popen(
-        [RETROKIT, "list"], cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV_VARS
+        [RETROKIT, "list"], cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=CHILD_ENV
     )
     assert proc.stdout.readline().startswith(b"RetroKit/")
     proc.stdout.close()

@@ -19,31 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.cli._run import ENV, RETROKIT, one_error_line, retrokit
+
 pytestmark = pytest.mark.slow
-
-RETROKIT = os.path.join(os.path.dirname(sys.executable), "retrokit")
-ENV = "RetroKit/Pong-v0"
-
-
-def retrokit(*args: str, cwd, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [RETROKIT, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
-    )
-
-
-def one_error_line(res: subprocess.CompletedProcess, *needles: str) -> str:
-    assert res.returncode == 2, (res.returncode, res.stderr[-3000:])
-    assert "Traceback" not in res.stderr, res.stderr[-3000:]
-    lines = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("retrokit: error: "), res.stderr[-3000:]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 class _Marker:

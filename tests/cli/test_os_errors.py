@@ -5,20 +5,15 @@ Every command that reads or writes paths gives exactly one ``retrokit: error:`` 
 work that would be lost (a game played, a run read), and nothing saved before is lost or rewritten. Real
 processes of the installed ``retrokit``, real file systems: a tmpfs of a few kB is a full disk, a read-only
 bind mount a read-only one, file modes bind root too once it drops CAP_DAC_OVERRIDE. Mounting needs root;
-without it those tests are skipped, saying so. ``scripts/sweep_bad_inputs.py --only os:`` runs the wider
-sweep these tests were taken from.
+without it those tests are skipped, saying so. ``python -m pytest -m sweep tests/sweep/test_sweep_os.py``
+runs the wider sweep these tests were taken from.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import errno
 import os
 import shutil
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,52 +21,12 @@ import pytest
 from retro_atari_kit.cli import main
 from retro_atari_kit.files import leftover_temporaries
 from retro_atari_kit.runs import atomic_write, atomic_write_text
+from tests.cli._run import ASCII, ENV, fill, mounted, one_error_line, retrokit
 
 pytestmark = pytest.mark.slow
 
-RETROKIT = os.path.join(os.path.dirname(sys.executable), "retrokit")
-ENV = "RetroKit/Pong-v0"
 TINY = ["--n-envs", "1", "--set", "n_steps=32", "--set", "batch_size=32"]
 LONG = "a" * 300  # longer than any Linux file system's 255-byte names
-ASCII = {"LC_ALL": "C", "LANG": "C", "PYTHONIOENCODING": ""}  # Python's UTF-8 mode follows (PEP 540)
-
-
-def _file_modes_bind() -> None:
-    """In the child before exec: drop CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH from the bounding set, so file
-    modes bind it even as root."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (1, 2):
-        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-
-
-def retrokit(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, stdout=subprocess.PIPE, modes_bind: bool = False
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [RETROKIT, *args],
-        cwd=cwd,
-        stdout=stdout,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-        timeout=600,
-        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
-        preexec_fn=_file_modes_bind if modes_bind and os.geteuid() == 0 else None,
-    )
-
-
-def one_error_line(res: subprocess.CompletedProcess, *needles: str, last: bool = False) -> str:
-    """The one ``retrokit: error:`` line of ``res`` (exit 2, no traceback); ``last``: the command got as far
-    as training, so its progress bar is on stderr above the line."""
-    assert res.returncode == 2, (res.returncode, res.stderr[-3000:])
-    assert "Traceback" not in res.stderr, res.stderr[-3000:]
-    lines = [line for line in res.stderr.splitlines() if line.strip()]
-    assert lines and (last or len(lines) == 1), res.stderr[-3000:]
-    assert lines[-1].startswith("retrokit: error: "), lines[-1]
-    for needle in needles:
-        assert needle in lines[-1], lines[-1]
-    return lines[-1]
 
 
 def snapshot(root: Path) -> dict[str, bytes | str]:
@@ -108,29 +63,6 @@ def run(tiny_run, tmp_path) -> Path:
     target = tmp_path / "run"
     shutil.copytree(tiny_run, target, symlinks=True)
     return target
-
-
-@contextlib.contextmanager
-def mounted(*argv: str) -> Iterator[None]:
-    """``mount ARGV`` (its last argument the mount point) for the block; a skip where this machine cannot."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs or a read-only bind needs root and mount(8)")
-    res = subprocess.run(["mount", *argv], capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.skip(f"this machine cannot mount ({res.stderr.strip()})")
-    try:
-        yield
-    finally:
-        subprocess.run(["umount", "-l", argv[-1]], capture_output=True)
-
-
-def fill(folder: Path) -> None:
-    """Fill the file system of ``folder`` to its last byte."""
-    with open(folder / ".filler", "wb", buffering=0) as fh:
-        for chunk in (1 << 20, 1 << 12, 1):
-            with contextlib.suppress(OSError):
-                while True:
-                    fh.write(b"\0" * chunk)
 
 
 # --- a name too long, a path under /proc: refused before anything is built, played or copied ---------------
