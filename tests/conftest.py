@@ -26,6 +26,11 @@ import pytest
 if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = "1"
 
+# The worker that runs the Ray tests keeps Ray's gRPC threads; with gRPC's fork handlers on, a child forked
+# to run Python before its exec (subprocess's preexec_fn: the CLI tests' file-mode drop, the sweep's rlimits)
+# now and then aborts in gRPC (epoll_wait: bad file descriptor). No child of a test uses gRPC before exec.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 import retro_atari_kit  # noqa: F401  (registers the RetroKit/ namespace)
 
 # a suite started in the background (``cmd &``, ``nohup``) inherits SIGINT / SIGHUP ignored and would pass
