@@ -82,16 +82,6 @@ def one_error_line(res: subprocess.CompletedProcess, *needles: str, last: bool =
     return lines[-1]
 
 
-def one_warning_line(res: subprocess.CompletedProcess, *needles: str) -> str:
-    """The one ``retrokit: warning:`` line of ``res`` (exit 0, no traceback), with every needle."""
-    assert res.returncode == 0, (res.returncode, res.stderr[-3000:])
-    lines = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("retrokit: warning: "), res.stderr[-3000:]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
-
-
 def snapshot(root) -> dict[str, tuple]:
     """Every entry under ``root`` (dotfiles included): folders and links by kind, files by size,
     modification time and SHA-1. Equal snapshots: nothing was written, removed or touched."""
