@@ -63,6 +63,20 @@ def _no_gpu_env() -> dict[str, str]:
     return {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
 
 
+def _run_script(
+    script: Path, *args: str, cwd: Path, timeout: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``python <script> <args>`` in ``cwd`` with no GPU visible (``env``: the whole environment instead)."""
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=cwd,
+        env=_no_gpu_env() if env is None else env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def _tables(markdown: str) -> dict[str, list[list[str]]]:
     """The report's tables by section: the section's heading (up to the first ":" or "(") -> rows of
     cells, the header row first."""
@@ -77,14 +91,7 @@ def _tables(markdown: str) -> dict[str, list[list[str]]]:
 
 
 def test_gpu_suite_without_cuda_says_so_in_one_line_and_writes_nothing(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, str(SUITE)],
-        cwd=tmp_path,
-        env=_no_gpu_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _run_script(SUITE, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == NO_CUDA
     assert list(tmp_path.iterdir()) == []  # no report: nothing was measured
@@ -92,14 +99,7 @@ def test_gpu_suite_without_cuda_says_so_in_one_line_and_writes_nothing(tmp_path)
 
 def test_gpu_suite_cpu_smoke_runs_every_section(tmp_path):
     out = tmp_path / "smoke.md"
-    proc = subprocess.run(
-        [sys.executable, str(SUITE), "--cpu-smoke", "--out", str(out)],
-        cwd=tmp_path,
-        env=_no_gpu_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = _run_script(SUITE, "--cpu-smoke", "--out", str(out), cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     report = out.read_text()
     assert report.strip() in proc.stdout  # the same report on stdout
@@ -209,14 +209,7 @@ def test_benchmark_quick_run_writes_its_report(script, tmp_path):
     """``--quick`` runs the script's own main end to end (the figures mean nothing) and ``--out`` gets the
     markdown it printed."""
     out = tmp_path / "report.md"
-    proc = subprocess.run(
-        [sys.executable, str(BENCHMARKS / script), *QUICK[script], "--out", str(out)],
-        cwd=tmp_path,
-        env=_no_gpu_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = _run_script(BENCHMARKS / script, *QUICK[script], "--out", str(out), cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     report = out.read_text()
     lines = [line for line in report.splitlines() if line]
@@ -234,13 +227,6 @@ def test_benchmark_quick_run_writes_its_report(script, tmp_path):
 
 def test_gil_time_without_py_spy_says_what_to_install(tmp_path):
     env = {**_no_gpu_env(), "PATH": str(tmp_path)}  # no py-spy on this PATH (the interpreter is absolute)
-    proc = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "gil_time.py"), "--quick"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _run_script(BENCHMARKS / "gil_time.py", "--quick", cwd=tmp_path, timeout=120, env=env)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr == "gil_time.py needs py-spy: pip install py-spy\n"

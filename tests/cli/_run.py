@@ -25,6 +25,12 @@ ENV = "RetroKit/Pong-v0"
 # one OpenMP thread per command: the tests' processes share the cores (see tests/conftest.py)
 CHILD_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 ASCII = {"LC_ALL": "C", "LANG": "C", "PYTHONIOENCODING": ""}  # Python's UTF-8 mode follows (PEP 540)
+# the smallest RLlib run that trains: one env runner with two envs, 32-step batches (add --checkpoint-every)
+RLLIB_TINY = [
+    "--engine", "rllib", "--num-env-runners", "1", "--envs-per-runner", "2",
+    "--set", "train_batch_size_per_learner=32", "--set", "rollout_fragment_length=16",
+    "--set", "min_time_s_per_iteration=1",
+]  # fmt: skip
 
 
 def file_modes_bind() -> None:

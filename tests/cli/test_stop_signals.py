@@ -22,6 +22,7 @@ import time
 import pytest
 
 from retro_atari_kit.runs import list_checkpoints, load_config
+from tests.cli._run import RLLIB_TINY
 
 pytestmark = pytest.mark.slow
 
@@ -35,11 +36,7 @@ PLAY = [
     "--preset", "pong-dqn-fast", "--set", "parallel_play.when=always", "--set", "learning_starts=64",
     "--set", "buffer_size=1000", "--n-envs", "2", "--checkpoint-every", "128",
 ]  # fmt: skip
-RLLIB = [
-    "--engine", "rllib", "--num-env-runners", "1", "--envs-per-runner", "2",
-    "--set", "train_batch_size_per_learner=32", "--set", "rollout_fragment_length=16",
-    "--set", "min_time_s_per_iteration=1", "--checkpoint-every", "32",
-]  # fmt: skip
+RLLIB = [*RLLIB_TINY, "--checkpoint-every", "32"]
 
 
 def _leftovers(run: str) -> list[str]:

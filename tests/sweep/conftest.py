@@ -12,15 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.cli._run import CHILD_ENV, ENV, RETROKIT
+from tests.cli._run import CHILD_ENV, ENV, RETROKIT, RLLIB_TINY
 from tests.sweep._sweep import FIXTURE
 
 TINY = ["--n-envs", "1", "--set", "n_steps=32", "--set", "batch_size=32"]
-RLLIB_SMALL = [
-    "--engine", "rllib", "--num-env-runners", "1", "--envs-per-runner", "2",
-    "--set", "train_batch_size_per_learner=32", "--set", "rollout_fragment_length=16",
-    "--set", "min_time_s_per_iteration=1", "--checkpoint-every", "0",
-]  # fmt: skip
+RLLIB_SMALL = [*RLLIB_TINY, "--checkpoint-every", "0"]
 
 
 def _train(base, *argv: str) -> str:

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.cli._run import RLLIB_TINY
 from tests.sweep._setups import Setup, damage, edit_config, named, rllib_run_copy
 from tests.sweep._sweep import Case, check, ci_first, params
 
 pytestmark = [pytest.mark.sweep, pytest.mark.slow]
 ENV = "RetroKit/Pong-v0"
-RLLIB_SMALL = [
-    "--engine", "rllib", "--num-env-runners", "1", "--envs-per-runner", "2",
-    "--set", "train_batch_size_per_learner=32", "--set", "rollout_fragment_length=16",
-    "--set", "min_time_s_per_iteration=1", "--checkpoint-every", "0",
-]  # fmt: skip
+RLLIB_SMALL = [*RLLIB_TINY, "--checkpoint-every", "0"]
 
 
 def rllib_cases() -> list[Case]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.cli._run import RLLIB_TINY
 from tests.sweep._checks import stopped_and_saved, trained_to
 from tests.sweep._setups import cut_copy, folder, run_copy
 from tests.sweep._sweep import Case, check, params, without
@@ -35,11 +36,7 @@ def stop_cases() -> list[Case]:
         "learning_starts=64", "--set", "buffer_size=1000", "--n-envs", "2", "--checkpoint-every", "128",
         *forever, **stop,
     )  # fmt: skip
-    live(
-        g, "appo", ENV, "--engine", "rllib", "--num-env-runners", "1", "--envs-per-runner", "2", "--set",
-        "train_batch_size_per_learner=32", "--set", "rollout_fragment_length=16", "--set",
-        "min_time_s_per_iteration=1", "--checkpoint-every", "32", *forever, **stop,
-    )  # fmt: skip
+    live(g, "appo", ENV, *RLLIB_TINY, "--checkpoint-every", "32", *forever, **stop)
     g = "train: SIGHUP to the process group (terminal closed)"
     live(g, "ppo", ENV, *ppo, *forever, send_signal="SIGHUP", check=stopped_and_saved())
     gone = {"send_signal": "SIGHUP", "closed": ("stdout", "stderr"), "check": stopped_and_saved("run", False)}
@@ -79,9 +76,7 @@ IN_TESTS_CLI = {
     f"retrokit train ppo RetroKit/Airstriker-Genesis-v0 {PPO} {FOREVER}": SIGTERM,
     f"retrokit train dqn {ENV} --preset pong-dqn-fast --set parallel_play.when=always "
     f"--set learning_starts=64 --set buffer_size=1000 --n-envs 2 --checkpoint-every 128 {FOREVER}": SIGTERM,
-    f"retrokit train appo {ENV} --engine rllib --num-env-runners 1 --envs-per-runner 2 --set "
-    "train_batch_size_per_learner=32 --set rollout_fragment_length=16 --set min_time_s_per_iteration=1 "
-    f"--checkpoint-every 32 {FOREVER}": RLLIB,
+    f"retrokit train appo {ENV} {' '.join(RLLIB_TINY)} --checkpoint-every 32 {FOREVER}": RLLIB,
     f"retrokit train ppo {ENV} {PPO} {FOREVER}": "test_sighup_with_the_terminal_gone_saves_and_exits_0",
     f"retrokit train ppo {ENV} {PPO} --timesteps 128 --run-dir run": CLOSED,
 }

@@ -24,15 +24,12 @@ import pytest
 import ray.rllib  # noqa: F401  (the rllib extra: a broken install fails here, never skips)
 
 from retro_atari_kit.runs import list_checkpoints
+from tests.cli._run import RLLIB_TINY
 
 pytestmark = pytest.mark.slow
 
 ENV = "RetroKit/Pong-v0"
-SMALL = [
-    "--engine", "rllib", "--num-env-runners", "1", "--envs-per-runner", "2",
-    "--set", "train_batch_size_per_learner=32", "--set", "rollout_fragment_length=16",
-    "--set", "min_time_s_per_iteration=1", "--checkpoint-every", "0",
-]  # fmt: skip
+SMALL = [*RLLIB_TINY, "--checkpoint-every", "0"]
 RAY = os.path.join(os.path.dirname(sys.executable), "ray")
 
 

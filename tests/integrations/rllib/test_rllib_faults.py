@@ -26,15 +26,12 @@ from retro_atari_kit.integrations.rllib.policy import policy_payload
 from retro_atari_kit.integrations.rllib.resume import check_checkpoint_network
 
 from retro_atari_kit.runs import RunError, list_checkpoints
+from tests.cli._run import RLLIB_TINY
 
 pytestmark = pytest.mark.slow
 
 ENV = "RetroKit/Pong-v0"
-SMALL = [
-    "--engine", "rllib", "--num-env-runners", "1", "--envs-per-runner", "2",
-    "--set", "train_batch_size_per_learner=32", "--set", "rollout_fragment_length=16",
-    "--set", "min_time_s_per_iteration=1", "--checkpoint-every", "0",
-]  # fmt: skip
+SMALL = [*RLLIB_TINY, "--checkpoint-every", "0"]
 HANG = 150  # s: far more than any refusal takes here; ray.init at a non-head retries for minutes
 
 
