@@ -34,6 +34,7 @@ mean nothing. Run by hand::
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import platform
@@ -435,12 +436,25 @@ def main(argv: list[str] | None = None) -> int:
         help="every section on the CPU with tiny sizes (checks the suite's code; no meaningful figures)",
     )
     p.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="run these sections")
+    p.add_argument(
+        "--budget",
+        type=float,
+        metavar="SECONDS",
+        help="the suite's total budget: it starts no work after that (default 540 on a GPU)",
+    )
+    p.add_argument(
+        "--env-sizes", type=int, nargs="+", metavar="N", help="the env section's sizes (default 8 16 32 64)"
+    )
     argv = sys.argv[1:] if argv is None else argv
     args = p.parse_args(argv)
     if not args.cpu_smoke and not torch.cuda.is_available():
         print(NO_CUDA)
         return 0
     plan = SMOKE_PLAN if args.cpu_smoke else GPU_PLAN
+    if args.budget is not None:
+        plan = dataclasses.replace(plan, total_budget=args.budget)
+    if args.env_sizes:
+        plan = dataclasses.replace(plan, env_sizes=tuple(args.env_sizes))
     threads = torch.get_num_threads()
     clock, report = Clock(plan.total_budget), Report()
     header(report, plan, argv)
