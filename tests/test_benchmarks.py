@@ -179,6 +179,7 @@ def test_plain_sb3_contenders_use_sb3s_own_classes(monkeypatch):
 
 # -- every script's own main, at its quickest settings ---------------------------------------------------
 QUICK = {
+    "ale_core_cost.py": ["--quick"],
     "vec_throughput.py": ["--quick", "--sizes", "2", "--env-steps", "200", "--only", "kit auto", "raw"]
     + ["--skip-retro"],
     "main_thread_cpu.py": ["--quick"],
@@ -190,6 +191,15 @@ QUICK = {
 }
 # the first column of each script's last table: its contenders
 LAST_TABLE_ROWS = {
+    "ale_core_cost.py": [
+        "ALE alone (4 frames, 2 RGB screens, their max)",
+        "single-env core, its thread",
+        "of which beyond ALE alone",
+        "single-env core, caller: send",
+        "single-env core, caller: recv while the step runs",
+        "single-env core, caller: recv of a finished step",
+        "8-env core, per env step (every thread)",
+    ],
     "vec_throughput.py": ["kit auto (native) / ale-py AtariVectorEnv (raw)"],
     "main_thread_cpu.py": ["2"] * 3,  # N: kit native against raw, one process, before issue 35
     "native_ab.py": ["2", "2"],
