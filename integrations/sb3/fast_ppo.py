@@ -56,27 +56,38 @@ def compile_choice(compile: bool | str, device: torch.device) -> bool:  # noqa: 
 
 
 class _Uploader:
-    """Host arrays to the device: through one pinned buffer per kind and a non-blocking copy on CUDA,
-    a zero-copy view on CPU.
+    """Host arrays to the device: through one staging buffer per kind (pinned on CUDA) and a non-blocking
+    copy, or a zero-copy view where the device is the CPU.
 
-    A pinned buffer is written again only a step later, after the actions of the step in between were
-    read back (``.cpu()``), which waits for every copy queued before it: no copy still reads it then.
+    The staging copy is numpy's, in the calling thread. torch's ``copy_`` of a frame batch (~1 MB) runs on
+    torch's OpenMP threads, which then spin for milliseconds waiting for more work (5.6 ms of CPU after one
+    copy on the 2-core VM, docs/performance.md): on a GPU box that CPU is taken from the env workers
+    stepping beside it, every env step. SB3's path never makes that call; the kit's replay buffer gathers
+    into pinned memory with numpy for the same reason.
+
+    A staging buffer is written again only a step later, after the actions of the step in between were read
+    back (``.cpu()``), which waits for every copy queued before it: no copy still reads it then.
     """
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, stage: bool | None = None) -> None:
         self.device = device
-        self.pinned: dict[str, torch.Tensor] = {}
+        # stage: through a host buffer (CUDA's pinned one; other values for tests of this path on a CPU)
+        self.stage = device.type == "cuda" if stage is None else stage
+        self.staging: dict[str, tuple[torch.Tensor, np.ndarray]] = {}
 
     def __call__(self, kind: str, array: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
-        host = torch.from_numpy(np.ascontiguousarray(array))
-        if self.device.type != "cuda":
-            out = host.to(self.device)
+        array = np.asarray(array)
+        if not self.stage:
+            out = torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
         else:
-            staging = self.pinned.get(kind)
-            if staging is None or staging.shape != host.shape or staging.dtype != host.dtype:
-                staging = self.pinned[kind] = torch.empty_like(host).pin_memory()
-            staging.copy_(host)
-            out = staging.to(self.device, non_blocking=True)
+            buffer = self.staging.get(kind)
+            if buffer is None or buffer[1].shape != array.shape or buffer[1].dtype != array.dtype:
+                tensor = torch.from_numpy(np.empty(array.shape, array.dtype))
+                if self.device.type == "cuda":
+                    tensor = tensor.pin_memory()
+                buffer = self.staging[kind] = (tensor, tensor.numpy())
+            np.copyto(buffer[1], array)
+            out = buffer[0].to(self.device, non_blocking=True, copy=True)  # copy: always, CPU included
         return out if dtype is None else out.to(dtype)
 
 

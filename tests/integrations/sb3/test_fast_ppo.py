@@ -12,7 +12,7 @@ from retro_atari_kit.integrations.sb3 import KitCnnPolicy, cnn_policy_kwargs
 from retro_atari_kit.integrations.sb3.algorithms import fast_learner_options, learner_class
 from retro_atari_kit.integrations.sb3.device_buffer import DeviceRolloutBuffer
 from retro_atari_kit.integrations.sb3.fast_a2c import FastA2C
-from retro_atari_kit.integrations.sb3.fast_ppo import FastPPO, compile_choice
+from retro_atari_kit.integrations.sb3.fast_ppo import FastPPO, _Uploader, compile_choice
 from stable_baselines3 import A2C, PPO
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.logger import Logger
@@ -112,10 +112,13 @@ def test_fast_update_equals_sb3_train_on_the_same_batch(models):
     assert fast._n_updates == sb3._n_updates == HP["n_epochs"]
 
 
-def test_fast_rollout_collects_what_sb3_collects(models):
-    """Same weights, same env seeds, same torch seed: the same actions, values, rewards and advantages."""
+@pytest.mark.parametrize("staged", [False, True], ids=["zero-copy", "staged"])
+def test_fast_rollout_collects_what_sb3_collects(models, staged):
+    """Same weights, same env seeds, same torch seed: the same actions, values, rewards and advantages;
+    ``staged``: every upload through the reused host buffers that CUDA's path pins, copied by numpy."""
     sb3, fast = models
     _same_start(sb3, fast)
+    fast._uploader = _Uploader(fast.device, stage=staged)
     collected = []
     for model in (sb3, fast):
         model.env.seed(5)
@@ -133,6 +136,8 @@ def test_fast_rollout_collects_what_sb3_collects(models):
     np.testing.assert_array_equal(mine.actions.numpy(), theirs.actions)
     for name in ("rewards", "episode_starts", "values", "log_probs", "advantages", "returns"):
         np.testing.assert_allclose(getattr(mine, name).numpy(), getattr(theirs, name), rtol=1e-5, atol=1e-6)
+    if staged:  # one host buffer per kind, reused every step
+        assert sorted(fast._uploader.staging) == ["obs", "rewards", "starts"]
 
 
 def test_fast_a2c_update_equals_sb3_train_on_the_same_batch():
