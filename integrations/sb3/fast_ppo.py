@@ -60,7 +60,7 @@ class _Uploader:
     copy, or a zero-copy view where the device is the CPU.
 
     The staging copy is numpy's, in the calling thread. torch's ``copy_`` of a frame batch (~1 MB) runs on
-    torch's OpenMP threads, which then spin for milliseconds waiting for more work (5.6 ms of CPU after one
+    torch's OpenMP threads, which then spin for milliseconds waiting for more work (~5.5 ms of CPU after one
     copy on the 2-core VM, docs/performance.md): on a GPU box that CPU is taken from the env workers
     stepping beside it, every env step. SB3's path never makes that call; the kit's replay buffer gathers
     into pinned memory with numpy for the same reason.
