@@ -125,6 +125,7 @@ def evaluate_model_vector(
     deterministic: bool = False,
     num_envs: int = 4,
     on_game: GameEnded | None = None,
+    should_stop: Callable[[], bool] | None = None,
     **vector_kwargs: Any,
 ) -> list[float]:
     """:func:`evaluate_model` with the envs stepped by the kit's vector backend (``gym.make_vec``: for ALE
@@ -135,6 +136,8 @@ def evaluate_model_vector(
     :func:`evaluate_model` resets its envs; on the native backend the no-op counts and sticky-action draws
     come from ale-py's generator (docs/vectorization.md, "Exactness"), so the games differ from
     :func:`evaluate_model`'s, equally distributed. ``vector_kwargs`` go to ``gym.make_vec`` (``backend``).
+    ``should_stop`` as in :func:`evaluate_model`: asked before every vector step; once true, the vector env
+    is closed and :class:`EvaluationStopped` raised with the games that had ended.
     """
     n = max(1, min(num_envs, episodes))
     venv = gym.make_vec(
@@ -148,6 +151,8 @@ def evaluate_model_vector(
         starts = np.ones((n,), dtype=bool)
         with playing_threads():
             while len(scores) < episodes:
+                if should_stop is not None and should_stop():
+                    raise EvaluationStopped(scores, episodes)
                 actions, state = model.predict(
                     obs, state=state, episode_start=starts, deterministic=deterministic
                 )

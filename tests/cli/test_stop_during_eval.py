@@ -15,12 +15,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
 import pytest
 
 from retro_atari_kit.evaluation import EvaluationStopped, evaluate_model
+from retro_atari_kit.evaluation.play import evaluate_model_vector
 from retro_atari_kit.registration import make_env
 from retro_atari_kit.runs import list_checkpoints
 
@@ -94,6 +96,24 @@ def test_the_evaluation_loop_stops_between_steps_and_closes_its_envs():
         assert not descendants() & asked[-1], "the evaluation's env worker outlived it"
     finally:
         first.close()
+
+
+def test_the_vector_evaluation_stops_between_steps_and_closes_its_envs():
+    # the native backend in this process: its emulator and warp threads end with the vector env
+    before = {t.ident for t in threading.enumerate()}
+    asked = []
+
+    def should_stop() -> bool:
+        asked.append(len(asked))
+        return len(asked) > 30
+
+    with pytest.raises(EvaluationStopped) as stopped:
+        evaluate_model_vector(
+            RandomPlayer(6), ENV, episodes=10, num_envs=2, should_stop=should_stop, shards=1
+        )
+    assert stopped.value.scores == [] and stopped.value.episodes == 10  # no Pong game ends in 30 steps
+    assert len(asked) == 31
+    assert not [t.name for t in threading.enumerate() if t.ident not in before]
 
 
 def output(tmp_path) -> str:
