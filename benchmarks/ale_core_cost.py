@@ -113,28 +113,11 @@ def single_core(steps: int, gap_us: float) -> dict[str, float]:
 
 def batch_core(steps: int, envs: int) -> float:
     """CPU µs per env step of one ``envs``-env core with the same settings, one thread per core."""
-    from ale_py.vector_env import AtariVectorEnv
-
     from retro_atari_kit.catalog import ale_game
+    from retro_atari_kit.vector.native_ale import _make_core
 
-    # native_ale._make_core's settings, with envs envs and a thread per core
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    env = AtariVectorEnv(
-        ale_game(GAME).rom,
-        envs,
-        num_threads=min(cores, envs),
-        frameskip=4,
-        maxpool=True,
-        noop_max=0,
-        use_fire_reset=False,
-        episodic_life=False,
-        reward_clipping=False,
-        grayscale=False,
-        img_height=210,
-        img_width=160,
-        stack_num=1,
-        repeat_action_probability=0.0,
-    )
+    env = _make_core(ale_game(GAME).rom, _cfg(), num_envs=envs, num_threads=min(cores, envs))
     env.reset(seed=0)
     actions = np.zeros(envs, dtype=np.int64)
     rounds = max(1, steps // envs)

@@ -88,15 +88,17 @@ def _native_seed(seed: int) -> int:
     return int(np.random.SeedSequence(seed).generate_state(1, np.uint32)[0] >> 1)
 
 
-def _make_core(rom: str, cfg: dict[str, Any]):
-    """One env in C++: emulator, no-op starts, frame skip with RGB max-pooling, frame cap, sticky actions."""
+def _make_core(rom: str, cfg: dict[str, Any], num_envs: int = 1, num_threads: int = 1):
+    """One env in C++: emulator, no-op starts, frame skip with RGB max-pooling, frame cap, sticky actions.
+    (``num_envs`` / ``num_threads``: the same settings for a batch of envs stepped together, which
+    ``benchmarks/ale_core_cost.py`` compares with the one-env cores.)"""
     from ale_py.vector_env import AtariVectorEnv
 
     noop_max = cfg["noop_max"]
     return AtariVectorEnv(
         rom,
-        1,
-        num_threads=1,
+        num_envs,
+        num_threads=num_threads,
         frameskip=cfg["frame_skip"],
         maxpool=cfg["frame_skip"] > 1,
         noop_max=noop_max + 1 if noop_max > 0 else 0,
