@@ -20,7 +20,8 @@ FAST_LEARNERS: dict[str, tuple[str, str]] = {
     "ppo": ("retro_atari_kit.integrations.sb3.fast_ppo", "FastPPO"),
     "a2c": ("retro_atari_kit.integrations.sb3.fast_a2c", "FastA2C"),
 }
-FAST_LEARNER_OPTIONS = {"compile": (True, False, "auto")}
+FAST_LEARNER_OPTIONS = {"compile": (True, False, "auto"), "cuda_graphs": (True, False, "auto")}
+_OPTIONS_HELP = ", ".join(f"{name}: true|false|auto" for name in FAST_LEARNER_OPTIONS)
 
 
 def available_algos() -> list[str]:
@@ -48,7 +49,8 @@ def constructor_params(algo: str) -> dict[str, inspect.Parameter]:
 
 
 def fast_learner_options(algo: str, value: Any) -> dict[str, Any] | None:
-    """The options of the preset key ``fast_learner`` (``true``, ``false``/null or ``{compile: ...}``):
+    """The options of the preset key ``fast_learner`` (``true``, ``false``/null or ``{compile: ...,
+    cuda_graphs: ...}``):
     None when it is off, a dict of options when on; ValueError (one line saying what to write) otherwise."""
     if value is None or value is False:
         return None
@@ -57,10 +59,10 @@ def fast_learner_options(algo: str, value: Any) -> dict[str, Any] | None:
         raise ValueError(f"fast_learner: {key} has none (only {' and '.join(FAST_LEARNERS)} do); remove it")
     options = {} if value is True else value
     if not isinstance(options, dict):
-        raise ValueError(f"fast_learner={value!r}: use true, false or {{compile: true|false|auto}}")
+        raise ValueError(f"fast_learner={value!r}: use true, false or {{{_OPTIONS_HELP}}}")
     for name, choice in options.items():
         if name not in FAST_LEARNER_OPTIONS or choice not in FAST_LEARNER_OPTIONS[name]:
-            raise ValueError(f"fast_learner.{name}={choice!r}: the options are compile: true|false|auto")
+            raise ValueError(f"fast_learner.{name}={choice!r}: the options are {_OPTIONS_HELP}")
     return dict(options)
 
 

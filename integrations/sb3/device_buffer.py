@@ -1,6 +1,6 @@
 """``DeviceRolloutBuffer``: PPO / A2C rollouts kept on the learner's device, advantages computed there.
 
-:class:`~retro_atari_kit.integrations.sb3.fast_ppo.FastPPO` always uses it (``--preset gpu-fast``).
+:class:`~retro_atari_kit.integrations.sb3.fast_ppo.FastPPO` always uses it (``--preset gpu``).
 
 SB3's ``RolloutBuffer`` keeps a rollout in numpy on the host: every step's values and log-probabilities
 come back from the device, GAE runs in numpy, and every minibatch of frames is gathered on the host and

@@ -1,4 +1,4 @@
-"""``retrokit train ppo --preset gpu-fast`` (FastPPO, integrations/sb3/fast_ppo.py) end to end on CPU: a short
+"""``retrokit train ppo --preset gpu`` (FastPPO, integrations/sb3/fast_ppo.py) end to end on CPU: a short
 run writes the usual files with the learner's statistics, ``--resume`` continues it with the same learner,
 and a fast learner named for another algorithm is one error line."""
 
@@ -24,19 +24,22 @@ def _data(path: str) -> dict:
 
 
 @pytest.mark.timeout(300)
-def test_a_gpu_fast_run_trains_saves_and_resumes(tmp_path, capsys):
+def test_a_gpu_preset_run_trains_saves_and_resumes(tmp_path, capsys):
     run = str(tmp_path / "fast")
-    args = ["train", "ppo", "RetroKit/Pong-v0", "--preset", "gpu-fast", "--run-dir", run, *TINY]
+    args = ["train", "ppo", "RetroKit/Pong-v0", "--preset", "gpu", "--run-dir", run, *TINY]
     assert main([*args, "--timesteps", "128"]) == 0
     out = capsys.readouterr().out
     # the kit's thread rule, or (OMP_NUM_THREADS set, as tests/conftest.py does for xdist workers) the
     # user's setting, named
     assert "torch threads: " in out
     assert ("while learning" in out) != ("set: the kit leaves torch alone" in out)
+    # on a CPU: one line that the learner is the GPU's (and SB3's truncated-minibatch warning not raw)
+    assert "note: this preset's learner is built for a CUDA GPU (compiled steps, CUDA graphs); on cpu" in out
+    assert "You have specified a mini-batch size" not in out + capsys.readouterr().err
     for name in ("model.zip", "config.yaml", "progress.csv", "log.txt"):
         assert os.path.isfile(os.path.join(run, name)), name
     data = _data(os.path.join(run, "model.zip"))
-    assert data["num_timesteps"] == 128 and data["compile"] == "auto"
+    assert data["num_timesteps"] == 128 and data["compile"] == data["cuda_graphs"] == "auto"
     assert data["rollout_buffer_class"]["__module__"] == "retro_atari_kit.integrations.sb3.device_buffer"
     with open(os.path.join(run, "progress.csv")) as fh:
         rows = list(csv.DictReader(fh))

@@ -334,7 +334,8 @@ def test_weights_of_a_device_trainer_reach_the_cpu_player():
 
 
 def test_fast_ppo_on_the_device_collects_and_updates_as_sb3(no_tf32):
-    """FastPPO (gpu-fast's learner) on the device, frames through pinned memory and non-blocking copies:
+    """FastPPO (the gpu preset's learner, uncompiled and uncaptured here) on the device, frames through
+    pinned memory and non-blocking copies:
     the same rollout and, from it, the same parameters as SB3's PPO on the same device and seeds."""
     from retro_atari_kit.integrations.sb3.fast_ppo import FastPPO
 
@@ -342,7 +343,10 @@ def test_fast_ppo_on_the_device_collects_and_updates_as_sb3(no_tf32):
 
     hp = dict(n_steps=16, batch_size=16, n_epochs=2, seed=0, device=DEVICE)
     models = []
-    for cls, extra in ((FastPPO, {"compile": False}), (PPO_CLASS, {"rollout_buffer_class": RolloutBuffer})):
+    for cls, extra in (
+        (FastPPO, {"compile": False, "cuda_graphs": False}),
+        (PPO_CLASS, {"rollout_buffer_class": RolloutBuffer}),
+    ):
         venv = DummyVecEnv([lambda: make_env(PONG) for _ in range(2)])
         model = cls(KitCnnPolicy, venv, policy_kwargs=cnn_policy_kwargs("nature"), **hp, **extra)
         if models:
@@ -365,3 +369,46 @@ def test_fast_ppo_on_the_device_collects_and_updates_as_sb3(no_tf32):
         model.train()
     for mine, theirs in zip(fast.policy.parameters(), sb3.policy.parameters(), strict=True):
         torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_fast_ppo_cuda_graphs_replay_the_eager_update(no_tf32):
+    """The gpu preset's CUDA graphs: the acting step and the update captured after their warm-up calls give
+    what the same functions give uncaptured (same weights, same rollout, same minibatch order)."""
+    from retro_atari_kit.integrations.sb3.fast_ppo import FastPPO
+
+    from retro_atari_kit.registration import make_env
+
+    hp = dict(n_steps=16, batch_size=8, n_epochs=2, seed=0, device=DEVICE, compile=False)
+    models = []
+    for graphs in (True, False):
+        venv = DummyVecEnv([lambda: make_env(PONG) for _ in range(2)])
+        model = FastPPO(
+            KitCnnPolicy, venv, policy_kwargs=cnn_policy_kwargs("nature"), cuda_graphs=graphs, **hp
+        )
+        if models:
+            model.policy.load_state_dict(models[0].policy.state_dict())
+        _, callback = model._setup_learn(32, reset_num_timesteps=False)
+        venv.seed(5)
+        model._last_obs, model._last_episode_starts = venv.reset(), np.ones(2, dtype=bool)
+        assert model.collect_rollouts(venv, callback, model.rollout_buffer, 16)  # 16 acting steps
+        venv.close()
+        models.append(model)
+    graphed, eager = models
+    acting, update = graphed._learner_steps()
+    assert acting.captured == CUDA  # 16 calls: 3 warm-up, a capture, replays
+    obs = graphed.rollout_buffer.observations[0]
+    actions, values, log_probs = acting(obs)
+    expected_values, expected_log_probs, _ = graphed.policy.evaluate_actions(obs, actions.long().flatten())
+    torch.testing.assert_close(values.flatten(), expected_values.flatten(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(log_probs, expected_log_probs, rtol=1e-4, atol=1e-5)
+    eager.rollout_buffer = graphed.rollout_buffer  # the same rollout for both updates
+    for model in models:
+        np.random.seed(3)
+        model.train()  # 2 epochs x 4 minibatches: 3 warm-up, a capture, 4 replays
+    assert update.captured == CUDA
+    for mine, theirs in zip(graphed.policy.parameters(), eager.policy.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+    for key in ("train/value_loss", "train/approx_kl", "train/clip_fraction"):
+        assert graphed.logger.name_to_value[key] == pytest.approx(
+            eager.logger.name_to_value[key], rel=1e-3, abs=1e-6
+        ), key

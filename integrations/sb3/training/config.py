@@ -70,9 +70,14 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
     preset_n_envs = hp.pop("n_envs", None)
     hp.pop("n_timesteps", None)
     n_envs = spec.n_envs or os.cpu_count() or 1  # one env per CPU
-    if not spec.n_envs and preset_n_envs and (algo in OFF_POLICY or hp.get("parallel_play")):
-        # off-policy: n_envs sets the updates per env step (train_freq counts vector steps), so the
-        # preset's envs, not one per CPU
+    if (
+        not spec.n_envs
+        and preset_n_envs
+        and (algo in OFF_POLICY or hp.get("parallel_play") or hp.get("fast_learner"))
+    ):
+        # off-policy: n_envs sets the updates per env step (train_freq counts vector steps); the GPU
+        # recipe (fast_learner) was tuned at its shape (minibatches per rollout): the preset's envs, not
+        # one per CPU
         n_envs = preset_n_envs
     return new_config(
         "sb3",

@@ -9,6 +9,7 @@ what is SB3's: the model, its logger and callbacks.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -106,7 +107,11 @@ def _build_model(
     if resume_from is None:
         kwargs = {**algo_kwargs(config), **(extra or {})}
         policy = kwargs.pop("policy")
-        return cls(policy, venv, seed=config["seed"], device=config["device"], verbose=0, **kwargs)
+        with warnings.catch_warnings():  # SB3's three-line warning, said in one line below
+            warnings.filterwarnings("ignore", message="You have specified a mini-batch size")
+            model = cls(policy, venv, seed=config["seed"], device=config["device"], verbose=0, **kwargs)
+        _note(_truncated_minibatch(model), out)
+        return model
     # config.yaml's hyperparameters win over the checkpoint's: an edit made before --resume is honoured
     model = load_model(
         resume_from,
@@ -152,6 +157,32 @@ def _cause(exc: ChildDiedError) -> str:
     )
 
 
+def _truncated_minibatch(model: Any) -> str | None:
+    """One line where PPO's rollout is not a whole number of minibatches (SB3 warns in three)."""
+    batch_size, n_steps = getattr(model, "batch_size", None), getattr(model, "n_steps", None)
+    if not hasattr(model, "n_epochs") or not batch_size or not n_steps:
+        return None
+    rollout = n_steps * model.n_envs
+    if rollout % batch_size == 0:
+        return None
+    return (
+        f"note: a rollout of {rollout} samples ({n_steps} steps x {model.n_envs} envs) is not a multiple of "
+        f"batch_size {batch_size}: each epoch ends with a minibatch of {rollout % batch_size}"
+    )
+
+
+def _gpu_note(model: Any) -> str | None:
+    """One line where the kit's GPU learner trains on a device that is not CUDA."""
+    from retro_atari_kit.integrations.sb3.fast_ppo import DeviceRollouts
+
+    if not isinstance(model, DeviceRollouts) or model.device.type == "cuda":
+        return None
+    return (
+        f"note: this preset's learner is built for a CUDA GPU (compiled steps, CUDA graphs); on "
+        f"{model.device.type} it trains the same recipe without CUDA graphs"
+    )
+
+
 def _note(note: str | None, out: Print) -> None:
     if note:
         out(note)
@@ -182,6 +213,7 @@ def _train_locked(
         stop.raise_if_requested("interrupted before training started")
         model.set_logger(make_logger(run_dir, segment))
         out(precision_of(model))
+        _note(_gpu_note(model), out)
         remaining = config["timesteps"] - int(model.num_timesteps)
         log_interval = {"ppo": 1, "a2c": 100}.get(config["algo"], 4)
         callbacks = training_callbacks(config, run_dir, stop, threads)

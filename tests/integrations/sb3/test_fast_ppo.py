@@ -13,6 +13,13 @@ from retro_atari_kit.integrations.sb3.algorithms import fast_learner_options, le
 from retro_atari_kit.integrations.sb3.device_buffer import DeviceRolloutBuffer
 from retro_atari_kit.integrations.sb3.fast_a2c import FastA2C
 from retro_atari_kit.integrations.sb3.fast_ppo import FastPPO, _Uploader, compile_choice
+from retro_atari_kit.integrations.sb3.graphs import (
+    StepGraph,
+    graphs_choice,
+    make_capturable,
+    set_learning_rate,
+    unchecked_distributions,
+)
 from stable_baselines3 import A2C, PPO
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.logger import Logger
@@ -195,3 +202,103 @@ def test_the_device_buffer_refuses_dict_observations():
     space = spaces.Dict({"a": spaces.Box(0, 1, (2,))})
     with pytest.raises(TypeError, match="DictRolloutBuffer"):
         DeviceRolloutBuffer(4, space, spaces.Discrete(2))
+
+
+def _fresh_pair(**fast_kwargs):
+    """SB3's PPO and a FastPPO with ``fast_kwargs``, the same weights and optimizer state, the same batch."""
+    sb3_env, fast_env = _venv(), _venv()
+    kwargs = dict(policy_kwargs=cnn_policy_kwargs("nature"), device="cpu", **HP)
+    sb3 = PPO(KitCnnPolicy, sb3_env, rollout_buffer_class=RolloutBuffer, **kwargs)
+    fast = FastPPO(KitCnnPolicy, fast_env, **kwargs, **fast_kwargs)
+    _same_start(sb3, fast)
+    for model in (sb3, fast):
+        _fill(model.rollout_buffer, np.random.default_rng(2))
+    return sb3, fast, (sb3_env, fast_env)
+
+
+@pytest.mark.timeout(600)
+def test_compiled_update_equals_sb3_train_on_the_same_batch():
+    """``compile=True`` on CPU torch: the acting step and the update through ``torch.compile`` (inductor),
+    the parameters after one update as SB3's (to float32 rounding: compiled kernels sum in other orders)."""
+    sb3, fast, envs = _fresh_pair(compile=True)
+    try:
+        np.random.seed(3)
+        sb3.train()
+        np.random.seed(3)
+        fast.train()
+        obs = fast.rollout_buffer.observations[0]
+        actions, values, log_probs = fast._learner_steps()[0](obs)  # the compiled acting step
+        expected_values, expected_log_probs, _ = fast.policy.evaluate_actions(obs, actions.long().flatten())
+    finally:
+        for env in envs:
+            env.close()
+    for (name, mine), theirs in zip(fast.policy.named_parameters(), sb3.policy.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5, msg=name)
+    assert fast.logger.name_to_value["train/approx_kl"] == pytest.approx(
+        sb3.logger.name_to_value["train/approx_kl"], rel=1e-3, abs=1e-6
+    )
+    torch.testing.assert_close(values.flatten(), expected_values.flatten(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(log_probs, expected_log_probs, rtol=1e-4, atol=1e-5)
+
+
+def test_cuda_graphs_asked_for_on_a_cpu_run_the_same_steps_eagerly():
+    """Graphs are CUDA's: ``cuda_graphs=True`` on the CPU runs the same functions uncaptured, SB3's update."""
+    sb3, fast, envs = _fresh_pair(cuda_graphs=True, compile=False)
+    try:
+        np.random.seed(3)
+        sb3.train()
+        np.random.seed(3)
+        fast.train()
+    finally:
+        for env in envs:
+            env.close()
+    acting, update = fast._learner_steps()
+    assert not acting.enabled and not update.enabled and not update.captured
+    for (name, mine), theirs in zip(fast.policy.named_parameters(), sb3.policy.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6, msg=name)
+    assert graphs_choice("auto", torch.device("cuda")) and graphs_choice(True, torch.device("cuda"))
+    assert not graphs_choice(False, torch.device("cuda")) and not graphs_choice("auto", torch.device("cpu"))
+    with pytest.raises(ValueError, match="cuda_graphs must be true, false or 'auto'"):
+        graphs_choice("yes", torch.device("cpu"))
+
+
+def test_a_capturable_optimizer_follows_the_schedule_and_saves_as_a_plain_one(tmp_path):
+    """What a capture needs of the optimizer (a tensor learning rate written in place, ``capturable``), and
+    that a model trained so saves an ordinary Adam state: its zip loads and trains on the CPU."""
+    sb3, fast, envs = _fresh_pair(compile=False)
+    try:
+        optimizer = fast.policy.optimizer
+        np.random.seed(3)
+        fast.train()  # an update first: Adam's step counters exist
+        assert make_capturable(optimizer)
+        lr = optimizer.param_groups[0]["lr"]
+        assert isinstance(lr, torch.Tensor) and optimizer.param_groups[0]["capturable"]
+        fast._current_progress_remaining = 0.5
+        fast._update_learning_rate(optimizer)
+        assert optimizer.param_groups[0]["lr"] is lr and float(lr) == pytest.approx(2.5e-4)  # constant lr
+        set_learning_rate(optimizer, 1e-4)
+        assert float(lr) == pytest.approx(1e-4)
+        fast.save(tmp_path / "fast.zip")
+        again = FastPPO.load(tmp_path / "fast.zip", env=fast.env, device="cpu")
+        group = again.policy.optimizer.param_groups[0]
+        assert isinstance(group["lr"], float) and not group["capturable"]
+        _fill(again.rollout_buffer, np.random.default_rng(2))
+        again.set_logger(Logger(folder=None, output_formats=[]))
+        again.train()  # an uncaptured Adam on the CPU steps
+        assert not make_capturable(torch.optim.SGD(fast.policy.parameters(), lr=0.1))  # none: unchanged
+    finally:
+        for env in envs:
+            env.close()
+
+
+def test_step_graph_off_cuda_calls_through_and_distribution_checks_come_back():
+    from torch.distributions import Distribution
+
+    calls = []
+    step = StepGraph(lambda x: calls.append(x) or x * 2, enabled=False)
+    assert torch.equal(step(torch.ones(2)), torch.full((2,), 2.0)) and len(calls) == 1
+    assert not step.captured
+    before = Distribution._validate_args
+    with unchecked_distributions():
+        assert Distribution._validate_args is False
+    assert Distribution._validate_args is before

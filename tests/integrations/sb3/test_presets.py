@@ -30,8 +30,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 def test_list_presets():
     names = list_presets()
-    assert names["ppo"] == ["default", "bf16", "gpu", "gpu-fast"]
-    assert names["a2c"] == ["default", "gpu", "gpu-fast"]
+    assert names["ppo"] == ["default", "bf16", "gpu"]
+    assert names["a2c"] == ["default", "gpu"]
     assert names["dqn"] == ["default", "gpu", "pong-dqn", "pong-dqn-fast"] and "qrdqn" in names
 
 
