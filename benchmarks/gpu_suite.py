@@ -15,9 +15,11 @@ in one run so the ratios are side by side:
 3. **ppo**: PPO training steps/s at the ``gpu`` preset (32 envs x 128 steps, batch 1024), Nature and Impala:
    plain SB3 (``SubprocVecEnv``, SB3's ``CnnPolicy`` and buffer), the kit, and the kit with the CNN under
    bf16 autocast where the GPU has native bf16 (functions of ``ppo_throughput.py``).
-4. **ppo-fast**: the kit's ``FastPPO`` learner (preset ``gpu-fast``: rollout, GAE and minibatches on the
-   device) against plain SB3 and the kit's ``gpu`` preset on SB3's ``PPO``, Nature and Impala, with and
-   without ``torch.compile`` of the CNN (the compiled row on CUDA only).
+4. **ppo-fast**: the ``gpu`` preset's learner, ``FastPPO`` (rollout, GAE and minibatches on the device; the
+   acting step and each update compiled and replayed as CUDA graphs), eager, with CUDA graphs, and as
+   shipped (compile + graphs), against plain SB3 and SB3's ``PPO`` with the kit's env, Nature and Impala, at
+   the shape of the LeanRL anchor (32 envs x 128 steps, 4 epochs x 4 minibatches of 1024,
+   ``../shared/gpu/``); the graph rows on CUDA only.
 5. **dqn**: DQN training steps/s on Pong, 1 env, after a random prefill: plain SB3, the kit's synchronous
    ``pong-dqn``, ``pong-dqn-fast`` without and with its play process (``dqn_fast_throughput.py``).
 
@@ -81,7 +83,10 @@ class Plan:
     ppo_warmup: int = 1
     ppo_budget: float = 120.0
     ppo_fast_budget: float = 100.0
+    # the ppo-fast section's shape: the LeanRL anchor's work (32 envs from the preset x 128 steps, batch 1024)
+    ppo_fast_overrides: dict = field(default_factory=lambda: {"n_steps": 128, "batch_size": 1024})
     ppo_fast_compile: bool = True  # the torch.compile contender of the ppo-fast section
+    ppo_fast_graphs: bool = True  # the CUDA graph contenders of the ppo-fast section
     dqn_learning_starts: int = 1000
     dqn_steps: int = 800
     dqn_overrides: dict = field(default_factory=dict)
@@ -115,7 +120,9 @@ SMOKE_PLAN = Plan(
     ppo_warmup=0,
     ppo_budget=1.0,
     ppo_fast_budget=1.0,
+    ppo_fast_overrides={"n_envs": 2, "n_steps": 4, "batch_size": 8, "n_epochs": 1},
     ppo_fast_compile=False,  # compiling on a CPU takes minutes; "auto" is off there anyway
+    ppo_fast_graphs=False,  # CUDA graphs are CUDA's: on a CPU the same eager steps again
     dqn_learning_starts=16,
     dqn_steps=8,
     dqn_overrides={"buffer_size": 1000},
@@ -316,10 +323,10 @@ def _ppo_section(
     report.errors(samples, what)
 
 
-def _preset_shape(preset: str, plan: Plan) -> str:
+def _shape(preset: str, overrides: dict) -> str:
     from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset
 
-    hp = apply_overrides(get_preset("ppo", preset), plan.ppo_overrides)
+    hp = apply_overrides(get_preset("ppo", preset), overrides)
     return f"{hp['n_envs']} envs x {hp['n_steps']} steps, batch {hp['batch_size']}, {hp['n_epochs']} epoch(s)"
 
 
@@ -330,7 +337,7 @@ def run_ppo(report: Report, plan: Plan, clock: Clock) -> None:
         clock,
         ppo_contenders(plan),
         plan.ppo_budget,
-        lambda plan: f"## PPO, `gpu` preset ({_preset_shape('gpu', plan)})",
+        lambda plan: f"## PPO, `gpu` preset ({_shape('gpu', plan.ppo_overrides)})",
         f"`sb3`: `make_atari_env` ({plan.ppo_sb3_vec_env}) + `VecFrameStack`, SB3's `CnnPolicy` and "
         "`RolloutBuffer`; `kit`: `make_vec_env` + `get_preset('ppo', 'gpu')` as shipped; `kit bf16`: the "
         "same with `--set policy_kwargs.features_extractor_kwargs={autocast: bf16}` (only where bf16 is "
@@ -341,14 +348,22 @@ def run_ppo(report: Report, plan: Plan, clock: Clock) -> None:
 
 # -- 4. FastPPO ---------------------------------------------------------------------------------------
 def ppo_fast_contenders(plan: Plan) -> dict[str, Callable[[str], object]]:
-    over, dev = plan.ppo_overrides, plan.device
+    over, dev = plan.ppo_fast_overrides, plan.device
     out: dict[str, Callable[[str], object]] = {
         "sb3": lambda net: ppo_bench.make_sb3(net, "gpu", dev, plan.ppo_sb3_vec_env, over),
-        "kit gpu": lambda net: ppo_bench.make_kit(net, "gpu", dev, over),
-        "fast": lambda net: ppo_bench.make_fast(net, "gpu-fast", dev, over, compile=False),
+        "kit, SB3's PPO": lambda net: ppo_bench.make_kit(net, "gpu", dev, over),
+        "fast eager": lambda net: ppo_bench.make_fast(
+            net, "gpu", dev, over, compile=False, cuda_graphs=False
+        ),
     }
-    if plan.ppo_fast_compile:
-        out["fast+compile"] = lambda net: ppo_bench.make_fast(net, "gpu-fast", dev, over, compile=True)
+    if plan.ppo_fast_graphs:
+        out["fast graphs"] = lambda net: ppo_bench.make_fast(
+            net, "gpu", dev, over, compile=False, cuda_graphs=True
+        )
+    if plan.ppo_fast_compile and plan.ppo_fast_graphs:
+        out["gpu preset"] = lambda net: ppo_bench.make_fast(
+            net, "gpu", dev, over, compile=True, cuda_graphs=True
+        )
     return out
 
 
@@ -359,11 +374,13 @@ def run_ppo_fast(report: Report, plan: Plan, clock: Clock) -> None:
         clock,
         ppo_fast_contenders(plan),
         plan.ppo_fast_budget,
-        lambda plan: f"## PPO, FastPPO `gpu-fast` against plain SB3 ({_preset_shape('gpu-fast', plan)})",
-        "`sb3`: as in the PPO section; `kit gpu`: SB3's `PPO` with the kit's `gpu` preset; `fast`: the kit's "
-        "`FastPPO` (`retrokit train ppo ... --preset gpu-fast`, docs/sb3.md) with `fast_learner.compile` "
-        "false; `fast+compile`: the same with the CNN under `torch.compile` (CUDA only; compiled in the "
-        "warm-up rollout).",
+        lambda plan: (
+            f"## PPO, the `gpu` preset's FastPPO against plain SB3 ({_shape('gpu', plan.ppo_fast_overrides)})"
+        ),
+        "`sb3`: as in the PPO section; `kit, SB3's PPO`: SB3's `PPO` on the kit's env and policy with the "
+        "`gpu` preset's numbers; `fast eager`: the preset's `FastPPO` with `fast_learner: {compile: false, "
+        "cuda_graphs: false}`; `fast graphs`: CUDA graphs, not compiled; `gpu preset`: as shipped, compiled "
+        "(in the warm-up rollout) and replayed as CUDA graphs (docs/sb3.md).",
         "FastPPO",
     )
 

@@ -107,21 +107,22 @@ def make_kit(network: str, preset_name: str = "default", device: str = "cpu", ov
 
 def make_fast(
     network: str,
-    preset_name: str = "gpu-fast",
+    preset_name: str = "gpu",
     device: str = "cpu",
     overrides: dict | None = None,
     compile: bool | str | None = None,  # noqa: A002 - FastPPO's word
+    cuda_graphs: bool | str | None = None,
 ):
-    """The kit's FastPPO (``fast_learner`` of the preset ``preset_name``) on ``make_vec_env``; ``compile``
-    replaces the preset's ``fast_learner.compile`` when given."""
+    """The kit's FastPPO (``fast_learner`` of the preset ``preset_name``) on ``make_vec_env``; ``compile`` and
+    ``cuda_graphs`` replace the preset's ``fast_learner`` options when given."""
     from retro_atari_kit.integrations.sb3 import make_vec_env
     from retro_atari_kit.integrations.sb3.algorithms import learner_class
     from retro_atari_kit.integrations.sb3.presets import apply_overrides, get_preset, to_sb3_kwargs
 
     preset = apply_overrides(get_preset("ppo", preset_name), overrides or {})
     cls, extra = learner_class("ppo", preset.get("fast_learner") or True)
-    if compile is not None:
-        extra = {**extra, "compile": compile}
+    chosen = {"compile": compile, "cuda_graphs": cuda_graphs}
+    extra = {**extra, **{key: value for key, value in chosen.items() if value is not None}}
     venv = make_vec_env("RetroKit/Pong-v0", n_envs=preset["n_envs"], seed=0)
     return cls(env=venv, device=device, seed=0, **extra, **to_sb3_kwargs(preset, network=network))
 

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One sitting on a GPU machine (one H100 / H200, 16 cores) that proves the `gpu` preset: its learner's table
+# against plain SB3 (and LeanRL, when ../shared/gpu's anchor is prepared beside it), then Pong trained with
+# `retrokit train ppo RetroKit/Pong-v0 --preset gpu --network impala` for PONG_S seconds of wall clock, and
+# when its 100-game training mean first reached 18, measured from the command's start (start-up, env start
+# and compile included). docs/performance.md, "PPO on a GPU", says how to read what comes back.
+#
+#   bash benchmarks/lent_box.sh && bash benchmarks/gpu_pong.sh      # on the GPU machine, from the repo root
+#   TABLE=0 PONG_S=240 bash benchmarks/gpu_pong.sh                  # the Pong run alone
+#   SMOKE=1 bash benchmarks/gpu_pong.sh                             # on a CPU: the script's own check
+#
+# Writes under $OUT (default .gpu/out), a few files of at most 16 MiB: table.md (the learner's table),
+# pong.md (time to 18), pong.log (the run's console) and pong-run.zip (the run dir without checkpoints:
+# model.zip, config.yaml, progress.csv, monitor CSVs, log.txt). Parts run under `timeout`; SIGTERM stops the
+# training run with a final checkpoint, as Ctrl-C does.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+OUT=${OUT:-.gpu/out}
+TABLE=${TABLE:-1}
+TABLE_S=${TABLE_S:-200}
+PONG_S=${PONG_S:-300}
+RUN=${RUN:-${TMPDIR:-/tmp}/pong-gpu}
+mkdir -p "$OUT"
+if [ "${SMOKE:-0}" = 1 ]; then
+    TABLE_ARGS=(--cpu-smoke --only ppo-fast)
+    TRAIN_ARGS=(--timesteps 256 --n-envs 2 --set n_steps=32 --set batch_size=32 --device cpu)
+else
+    TABLE_ARGS=(--only ppo-fast --budget 150)
+    TRAIN_ARGS=(--timesteps 1e6 --checkpoint-every 200000 --device cuda)
+fi
+
+if [ "$TABLE" = 1 ]; then
+    timeout "$TABLE_S" python benchmarks/gpu_suite.py "${TABLE_ARGS[@]}" --out "$OUT/table.md" \
+        || echo "gpu_suite: rc=$?"
+fi
+
+START=$(date +%s.%N)
+timeout -s TERM -k 60 "$PONG_S" retrokit train ppo RetroKit/Pong-v0 --preset gpu --network impala \
+    "${TRAIN_ARGS[@]}" --run-dir "$RUN" --force 2>&1 | tr '\r' '\n' | tail -n 400 > "$OUT/pong.log"
+echo "train: rc=${PIPESTATUS[0]} after $(python -c "import time; print(round(time.time() - $START, 1))") s"
+python benchmarks/time_to_score.py "$RUN" --target 18 --since "$START" > "$OUT/pong.md"
+cat "$OUT/pong.md"
+python - "$RUN" "$OUT/pong-run.zip" <<'PY'
+import os, sys, zipfile
+run, dest = sys.argv[1:]
+with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
+    for root, dirs, files in os.walk(run):
+        dirs[:] = [d for d in dirs if d != "checkpoints"]  # the final model.zip is enough
+        for name in files:
+            zf.write(os.path.join(root, name), os.path.relpath(os.path.join(root, name), run))
+PY
+ls -la "$OUT"
