@@ -216,6 +216,7 @@ def _fresh_pair(**fast_kwargs):
     return sb3, fast, (sb3_env, fast_env)
 
 
+@pytest.mark.slow  # inductor compiles the CNN's forward and backward on the CPU: ~1-2 minutes
 @pytest.mark.timeout(600)
 def test_compiled_update_equals_sb3_train_on_the_same_batch():
     """``compile=True`` on CPU torch: the acting step and the update through ``torch.compile`` (inductor),
