@@ -38,7 +38,7 @@ START=$(date +%s.%N)
 timeout -s TERM -k 60 "$PONG_S" retrokit train ppo RetroKit/Pong-v0 --preset gpu --network impala \
     "${TRAIN_ARGS[@]}" --run-dir "$RUN" --force 2>&1 | tr '\r' '\n' | tail -n 400 > "$OUT/pong.log"
 echo "train: rc=${PIPESTATUS[0]} after $(python -c "import time; print(round(time.time() - $START, 1))") s"
-python benchmarks/time_to_score.py "$RUN" --target 18 --since "$START" > "$OUT/pong.md"
+python scripts/time_to_score.py "$RUN" --target 18 --since "$START" > "$OUT/pong.md"
 cat "$OUT/pong.md"
 python - "$RUN" "$OUT/pong-run.zip" <<'PY'
 import os, sys, zipfile

@@ -121,7 +121,7 @@ def measure_rllib(make, algo: str, runners: int, envs: int, seconds: float, warm
     import ray
     from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
-    ray.init(num_cpus=max(runners, 1) + 1, include_dashboard=False, logging_level="error")
+    ray.init(address="local", num_cpus=max(runners, 1) + 1, include_dashboard=False, logging_level="error")
     try:
         trainer = make(algo, runners, envs)
         pids = [

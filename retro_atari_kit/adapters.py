@@ -14,10 +14,12 @@ tested with, every method it wraps must be the class's own (``"Monitor.step"``) 
 it reads must be used by the class's code (``"Monitor().results_writer"``). Otherwise it adapts nothing in
 that module and warns once (``RuntimeWarning``) naming the framework, its version and what the user loses.
 
-Opt-out: ``RETROKIT_ADAPTERS=0`` in the environment (read at ``import retro_atari_kit``) adapts nothing;
-:func:`disable_adapters` restores every adapted method to the framework's own and adapts nothing loaded
-later; :func:`enable_adapters` undoes that and adapts every watched module already loaded (also the way to
-adapt a module again after ``importlib.reload``, which re-creates its classes as the framework wrote them).
+Opt-out: ``RETROKIT_ADAPTERS=0`` (or ``false``, ``no``, ``off``) in the environment (read at ``import
+retro_atari_kit``) adapts nothing; a value neither off nor on (``1``, ``true``, ``yes``, ``on``, empty) warns
+once and leaves the adapters on; :func:`disable_adapters` restores every adapted method to the framework's own
+and adapts nothing loaded later; :func:`enable_adapters` undoes that and adapts every watched module already
+loaded (also the way to adapt a module again after ``importlib.reload``, which re-creates its classes as the
+framework wrote them).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ import wrapt
 
 GROUP = "retro_atari_kit.post_import"
 ENV_VAR = "RETROKIT_ADAPTERS"
+OFF_VALUES = ("0", "false", "no", "off")
+ON_VALUES = ("1", "true", "yes", "on", "")  # "" and unset: on
 MARK = "_retrokit_adapter"  # set on every replacement: a class attribute carrying it is already adapted
 
 # a replacement for ``getattr(cls, name)``: (class, attribute name, function given the original -> new value)
@@ -185,11 +189,31 @@ def watch(module_name: str, adapter: str | Adapter) -> None:
     wrapt.register_post_import_hook(_adapt, module_name)
 
 
+def adapters_wanted(value: str) -> bool:
+    """Whether ``RETROKIT_ADAPTERS=value`` leaves the adapters on. A value that is neither on nor off keeps
+    them on (the default) and warns once naming the accepted values: a typo must not pass for either."""
+    word = value.strip().lower()
+    if word in OFF_VALUES:
+        return False
+    if word not in ON_VALUES and f"env:{word}" not in _warned:
+        _warned.add(f"env:{word}")
+        # the setting lives in the environment, not on a line of code: one line, no source line under it
+        warnings.warn_explicit(
+            f"retro-atari-kit: {ENV_VAR}={value!r} is neither on nor off, so the adapters stay on; set "
+            f"{ENV_VAR} to one of {', '.join(OFF_VALUES)} (off) or {', '.join(ON_VALUES[:-1])} (on)",
+            RuntimeWarning,
+            filename="<environment>",
+            lineno=0,
+            module=__name__,
+        )
+    return True
+
+
 def install(builtin: dict[str, Adapter]) -> None:
     """At ``import retro_atari_kit``: watch the core's own adapters and every entry point of the group
     ``retro_atari_kit.post_import``, unless ``RETROKIT_ADAPTERS=0``."""
     global _enabled
-    if os.environ.get(ENV_VAR, "1").strip().lower() in ("0", "false", "no", "off"):
+    if not adapters_wanted(os.environ.get(ENV_VAR, "1")):
         _enabled = False
     for name, adapter in builtin.items():
         watch(name, adapter)

@@ -6,7 +6,20 @@ CLI); it imports nothing of the kit.
 
 from __future__ import annotations
 
+import operator
 import os
+from typing import Any
+
+
+def as_int(value: Any) -> int | None:
+    """``value`` as a Python int when it is an integer of any kind (``int``, ``np.int64``, anything
+    ``operator.index`` takes), else None. Bools are not integers here: ``num_envs=True`` is a mistake."""
+    if isinstance(value, bool) or type(value).__name__ in ("bool", "bool_"):  # numpy's bool too
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 class RunError(ValueError):

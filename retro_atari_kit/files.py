@@ -38,6 +38,14 @@ def _name_max(directory: str) -> int:
         return 255
 
 
+def _path_max(directory: str) -> int:
+    """The longest path (in bytes, its terminating NUL included) the OS takes under ``directory``."""
+    try:
+        return int(os.pathconf(directory, "PC_PATH_MAX"))
+    except (OSError, ValueError):
+        return 4096
+
+
 def _temporary_path(path: str) -> str:
     directory, name = os.path.split(os.path.abspath(path))
     stem, ext = os.path.splitext(name)
@@ -49,19 +57,23 @@ def _temporary_path(path: str) -> str:
     return os.path.join(directory, f".{stem}{tail}")
 
 
-def _too_long(path: str, names: list[str], directory: str) -> None:
+def _too_long(path: str, names: list[str], directory: str, headroom: int = 0) -> None:
     """OSError(ENAMETOOLONG) naming ``path`` if one of ``names`` is longer than ``directory``'s file system
-    takes: found before anything is written, not after a whole checkpoint was."""
+    takes, or the whole path (with ``headroom`` bytes more for what will be made inside it) is longer than the
+    OS takes: found before anything is written, not after a whole checkpoint was, nor after half the folders
+    of a path were made."""
     limit = _name_max(directory)
-    if any(len(os.fsencode(name)) > limit for name in names):
+    full = len(os.fsencode(os.path.abspath(path))) + headroom
+    if any(len(os.fsencode(name)) > limit for name in names) or full >= _path_max(directory):
         raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), path)
 
 
-def check_creatable(path: str) -> None:
+def check_creatable(path: str, headroom: int = 0) -> None:
     """OSError naming ``path`` unless a file or folder can be made there, with any missing folders above it:
-    every missing name fits the file system, and the nearest existing folder takes a new entry (a probe file,
-    made and removed at once). Finds a name too long, a read-only file system, a folder without write
-    permission (for root too), /proc and other virtual file systems, a file where a folder is expected.
+    every missing name fits the file system, the whole path (plus ``headroom`` bytes for the names a folder
+    will hold) fits the OS's longest path, and the nearest existing folder takes a new entry (a probe file,
+    made and removed at once). Finds a name or path too long, a read-only file system, a folder without
+    write permission (for root too), /proc and other virtual file systems, a file where a folder is expected.
     Leaves nothing behind; a full disk usually still takes the probe (the write itself reports it)."""
     full = os.path.abspath(path)
     directory, missing = os.path.dirname(full), [os.path.basename(full)]
@@ -72,13 +84,61 @@ def check_creatable(path: str) -> None:
         directory = os.path.dirname(directory)
     if not os.path.isdir(directory):
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
-    _too_long(path, missing, directory)
+    _too_long(path, missing, directory, headroom)
     probe = os.path.join(directory, f".retrokit-probe.tmp-{os.getpid()}")  # a leftover is a temporary
     try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         os.remove(probe)
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, path) from None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0  # another user's process (or a pid that no kill can name): left alone
+    return True
+
+
+def _dead_temporaries(path: str) -> list[str]:
+    """The temporaries of earlier atomic writes of ``path`` (and their ``.old`` asides) whose process is gone:
+    writes cut short by SIGKILL or a power loss, which nothing else would remove."""
+    tmp = _temporary_path(path)
+    directory, name = os.path.split(tmp)
+    head, tail = name.split(f".tmp-{os.getpid()}", 1)
+    pattern = re.compile(rf"^{re.escape(head)}\.tmp-(\d+){re.escape(tail)}(?:{re.escape(_ASIDE)})?$")
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return [
+        os.path.join(directory, entry)
+        for entry in sorted(names)
+        if (match := pattern.match(entry))
+        and int(match.group(1)) != os.getpid()
+        and not _pid_alive(int(match.group(1)))
+    ]
+
+
+def remove_dead_temporaries(path: str) -> list[str]:
+    """Remove :func:`_dead_temporaries` of ``path``; returns what was removed. An ``.old`` aside is a whole
+    earlier version moved away for the write: where ``path`` itself is missing it is put back, not removed."""
+    removed = []
+    for leftover in _dead_temporaries(path):
+        try:
+            if leftover.endswith(_ASIDE) and not os.path.lexists(path):
+                os.replace(leftover, path)
+                continue
+            shutil.rmtree(leftover) if os.path.isdir(leftover) and not os.path.islink(
+                leftover
+            ) else os.remove(leftover)
+            removed.append(leftover)
+        except OSError:
+            continue  # not ours to force: the run layer names what it cannot remove
+    return removed
 
 
 def leftover_temporaries(directory: str) -> list[str]:
@@ -119,6 +179,7 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
     when the writer reported it as another exception (torch's zip writer on a full disk raises RuntimeError).
     """
     _too_long(path, [os.path.basename(os.path.abspath(path))], os.path.dirname(os.path.abspath(path)))
+    remove_dead_temporaries(path)  # a killed writer's temporary of this file does not outlive this write
     tmp = _temporary_path(path)
     try:
         write(tmp)
@@ -225,6 +286,9 @@ _ADVICE = {
     errno.EMFILE: "too many open files; raise the limit (ulimit -n) and retry",
     errno.ENFILE: "too many open files; raise the limit (ulimit -n) and retry",
 }
+_PATH_ADVICE = (
+    "the path is longer than the OS takes ({limit} bytes, with the names made inside it); shorten it"
+)
 _VIRTUAL = ("/proc", "/sys")  # the kernel's views: no files can be made there
 
 
@@ -248,7 +312,13 @@ def os_error_advice(exc: OSError) -> str:
         return "no such file or folder; check the path"
     advice = _ADVICE.get(exc.errno, "check the path, or use another one")
     if "{limit}" in advice:
-        advice = advice.format(limit=_name_max(os.path.dirname(os.path.abspath(path or "."))))
+        folder = os.path.dirname(os.path.abspath(path or "."))
+        limit = _name_max(nearest_folder(folder) if not os.path.isdir(folder) else folder)
+        if path is not None and all(len(os.fsencode(p)) <= limit for p in path.split(os.sep)):
+            return _PATH_ADVICE.format(
+                limit=_path_max(nearest_folder(path))
+            )  # no name is too long: the path is
+        advice = advice.format(limit=limit)
     return advice
 
 
@@ -284,6 +354,13 @@ def os_error_message(exc: OSError, what: str = "", advice: str | None = None, fl
 
 
 _NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def read_error_message(exc: OSError, what: str = "cannot read") -> str:
+    """One line for an OSError met while reading a file the kit needs: :func:`os_error_message`, but a
+    permission error asks to fix the permissions only (the file itself may be fine: no other path will do)."""
+    advice = "check its permissions (and its folders')" if exc.errno in (errno.EACCES, errno.EPERM) else None
+    return os_error_message(exc, what, advice=advice)
 
 
 def nearest_folder(path: str) -> str:

@@ -18,6 +18,7 @@ from retro_atari_kit.envs._options import FRAME_SKIP
 from retro_atari_kit.envs.ale import MAX_FRAMES_PER_EPISODE
 from retro_atari_kit.errors import check_output_path
 from retro_atari_kit.evaluation import check_model_fits
+from retro_atari_kit.evaluation.play import seeded_draws
 from retro_atari_kit.files import atomic_write, check_creatable, os_error_message
 from retro_atari_kit.models.threads import playing_threads
 from retro_atari_kit.registration import make_env
@@ -79,11 +80,13 @@ def record_video(
     deterministic: bool = False,
     max_steps: int | None = None,
     scale: int = 2,
+    cut: list[int] | None = None,
 ) -> tuple[str, list[float]]:
     """Play ``episodes`` whole games and write the RGB screen (one frame per agent step) with the running
     true score drawn in the frame. ``.mp4`` falls back to ``.gif`` when ffmpeg is missing. A game ends
-    after ``max_steps`` agent steps (default :data:`DEFAULT_MAX_STEPS`). ``out`` is checked
-    (:func:`check_video_path`) before a game is played. Returns (path written, true scores)."""
+    after ``max_steps`` agent steps (default :data:`DEFAULT_MAX_STEPS`); the numbers (from 1) of the games
+    it cut short are appended to ``cut`` when given. ``out`` is checked (:func:`check_video_path`) before
+    a game is played. Returns (path written, true scores)."""
     check_video_path(out)
     max_steps = DEFAULT_MAX_STEPS if max_steps is None else int(max_steps)
     root, ext = os.path.splitext(out)
@@ -98,7 +101,8 @@ def record_video(
         obs, _ = env.reset(seed=seed)
         state, start = None, np.ones((1,), dtype=bool)
         total, steps = 0.0, 0
-        with playing_threads():  # batch-1 forwards: one torch thread
+        # batch-1 forwards: one torch thread; every draw of the model from `seed` (the same video again)
+        with playing_threads(), seeded_draws(model, seed):
             while len(scores) < episodes:
                 action, state = model.predict(
                     obs[None], state=state, episode_start=start, deterministic=deterministic
@@ -115,6 +119,8 @@ def record_video(
                 if frame is not None:
                     frames.append(video_frame(frame, f"game {len(scores) + 1}   score {total:g}", scale))
                 if ep is not None or steps >= max_steps:
+                    if ep is None and cut is not None:  # the game did not end: its score is a part
+                        cut.append(len(scores) + 1)
                     scores.append(total)
                     total, steps = 0.0, 0
                     state, start = None, np.ones((1,), dtype=bool)

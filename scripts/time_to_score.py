@@ -6,21 +6,17 @@ monitor started and, with ``--since`` (a Unix time, e.g. ``date +%s.%N`` taken b
 command started (start-up, env start and compile included). Exit status 1 when the target was not reached.
 Run by hand::
 
-    python benchmarks/time_to_score.py runs/pong-gpu --target 18 --since 1795000000.0
+    python scripts/time_to_score.py runs/pong-gpu --target 18 --since 1795000000.0
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 
-if not __package__:  # run as a file: the repository root on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from retro_atari_kit.runs.monitor import monitor_files, monitor_header, read_monitor_csvs  # noqa: E402
+from retro_atari_kit.runs.monitor import monitor_files, monitor_header, read_monitor_csvs
 
 
 def first_reach(scores: np.ndarray, target: float, window: int) -> int | None:

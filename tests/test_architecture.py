@@ -127,7 +127,7 @@ def integration_offences(integrations: Path = INTEGRATIONS) -> list[str]:
 # the package root (``from retro_atari_kit import __version__``) is imported before any of its modules
 # anyway and belongs to no layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "files", "limits", "_early_interrupt", "adapters"),  # nothing of the kit but each other
+    ("errors", "files", "csv_cells", "limits", "_early_interrupt", "adapters"),  # only each other
     ("catalog", "processes", "models", "presets", "wrappers"),
     ("roms",),
     ("envs",),

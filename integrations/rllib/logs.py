@@ -8,15 +8,19 @@ The files themselves (monitor CSV format, progress part files, merging) are the 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import os
+import sys
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 from retro_atari_kit.integrations.rllib.callbacks import GAMES, TRUE_SCORE
 
+from retro_atari_kit.csv_cells import csv_row
 from retro_atari_kit.runs import MonitorCSV, monitor_dir, progress_path
 
 # (progress.csv column, path in RLlib's result dict). SB3's names where the meaning is the same:
@@ -40,7 +44,43 @@ COLUMNS: list[tuple[str, tuple[str, ...]]] = [
     ("train/learning_rate", ("learners", "default_policy", "default_optimizer_learning_rate")),
 ]
 
-__all__ = ["COLUMNS", "RunLogger", "finished_games", "lookup"]
+__all__ = ["COLUMNS", "RunLogger", "finished_games", "lookup", "ray_messages_into"]
+
+
+@contextlib.contextmanager
+def ray_messages_into(path: str) -> Iterator[bool]:
+    """For the block, file descriptor 2 of this process is appended to ``path`` (the run's ``log.txt``).
+
+    Ray writes its own warnings there, not only through Python's ``logging``: its C++ core worker logs to
+    fd 2, and the lines of the env runners (other processes) are printed by the driver's log monitor. None
+    of them is for the user of ``retrokit train`` (deprecations inside RLlib, token authentication, gputil),
+    so they all go to the run's log, and the terminal keeps the kit's lines (on stdout) and, after the
+    block, its one error line. Yields whether the messages go there: not when fd 2 is closed or the file
+    cannot be opened (then they are shown as before)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # stderr closed: nothing to keep clean, and nothing to restore
+        yield False
+        return
+    try:
+        log = open(path, "a", encoding="utf-8")  # noqa: SIM115 - its descriptor is what fd 2 becomes
+    except OSError:
+        os.close(saved)
+        yield False
+        return
+    with log:
+        log.write(f"---- Ray's own messages, {time.strftime('%Y-%m-%d %H:%M:%S')} ----\n")
+        log.flush()
+        os.dup2(log.fileno(), 2)
+    try:
+        yield True
+    finally:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def lookup(result: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -83,7 +123,7 @@ class RunLogger:
         self.path = progress_path(run_dir, segment)
         self._csv = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115  (kept for the run)
         self._writer = csv.writer(self._csv)
-        self._writer.writerow([c for c, _ in COLUMNS])
+        self._writer.writerow(csv_row(c for c, _ in COLUMNS))
         self._csv.flush()
         self._log = open(os.path.join(run_dir, "log.txt"), "a", encoding="utf-8")  # noqa: SIM115
         self._tb = SummaryWriter(log_dir=run_dir)
@@ -116,7 +156,7 @@ class RunLogger:
         if self.recent:
             row["rollout/ep_rew_mean"] = sum(r for r, _ in self.recent) / len(self.recent)
             row["rollout/ep_len_mean"] = sum(n for _, n in self.recent) / len(self.recent)
-        self._writer.writerow(["" if row[c] is None else row[c] for c, _ in COLUMNS])
+        self._writer.writerow(csv_row("" if row[c] is None else row[c] for c, _ in COLUMNS))
         self._csv.flush()
         for column, value in row.items():
             if value is not None and column != "time/total_timesteps":

@@ -45,6 +45,7 @@ from retro_atari_kit.runs.startup import finished_lines, segment_seed, stopped_l
 
 # the engine interface (export_model, latest_model and save_checkpoint live in .checkpoints)
 __all__ = [
+    "budget_warning",
     "export_model",
     "latest_model",
     "load_model",
@@ -90,6 +91,42 @@ def _connect(config: dict[str, Any]) -> bool:
     return True
 
 
+def budget_warning(algo: str, rl_config: Any, timesteps: int) -> str | None:
+    """One ``warning:`` line when ``timesteps`` is too small for ``algo`` as configured, else None (the run
+    goes on, as RLlib itself would: the SB3 engine says the same of its algorithms).
+
+    DQN learns nothing before ``num_steps_sampled_before_learning_starts``; PPO samples a whole train batch
+    per iteration (so a smaller budget is one batch and a single update), APPO / IMPALA update once a
+    train batch has arrived (a smaller budget may end before the first update)."""
+    if algo == "dqn":
+        key = "num_steps_sampled_before_learning_starts"
+        starts = int(getattr(rl_config, key) or 0)
+        if timesteps <= starts:
+            return (
+                f"warning: --timesteps {timesteps} is not more than dqn's {key} ({starts}): the run only "
+                f"fills its replay buffer and learns nothing; pass --timesteps above {starts} or --set "
+                f"{key}=N below {timesteps}"
+            )
+        return None
+    batch = int(rl_config.total_train_batch_size or 0)
+    if timesteps < batch:
+        what = (
+            f"the run samples {batch} steps and makes a single update"
+            if algo == "ppo"
+            else "the run may end before the learner's first update"
+        )
+        return (
+            f"warning: --timesteps {timesteps} is less than one {algo} train batch ({batch} steps): {what}; "
+            f"pass --timesteps {batch} or more (or a smaller --set train_batch_size_per_learner)"
+        )
+    return None
+
+
+def true_score_text(score: float | None) -> str:
+    """The progress line's score: the mean true score of the last 100 games, or that none has ended."""
+    return "no game finished yet" if score is None else f"true score {score:.2f}"
+
+
 def _runner_settings(config: dict[str, Any]) -> dict[str, Any]:
     """Resolved runner / learner counts: unset runners = the cluster's CPUs minus one (the driver's)."""
     import ray
@@ -104,14 +141,11 @@ def train(
 ) -> dict[str, Any]:
     """Train (or continue) the run. Returns ``{"steps", "interrupted", "model"}``.
 
-    Ctrl-C / SIGTERM stop after the current iteration, save a checkpoint and return normally.
+    Ctrl-C / SIGTERM stop after the current iteration, save a checkpoint and return normally. Ray's own
+    messages (its warnings, its workers' lines) go to the run's ``log.txt``, not to the terminal.
     """
     require_ray()
-    import ray
-    from retro_atari_kit.integrations.rllib.checks import validate
-    from retro_atari_kit.integrations.rllib.config import algo_config
-    from retro_atari_kit.integrations.rllib.envs import check_nodes
-    from retro_atari_kit.integrations.rllib.logs import RunLogger
+    from retro_atari_kit.integrations.rllib.logs import ray_messages_into
 
     # RLlib reads paths as URIs (pyarrow): a relative one ("runs/x") has no scheme and fails to restore
     run_dir = os.path.abspath(run_dir)
@@ -122,54 +156,80 @@ def train(
             start = next((s for s, p in list_checkpoints(run_dir) if p == resume_from), 0)
             saved_at = os.path.getmtime(os.path.join(resume_from, POLICY_FILE))
             segment = begin_segment(run_dir, start, saved_at, out)
-        spaces = _spaces(config)
-        try:
-            started = _connect(config)
-        except SystemExit as exc:  # ray.init turns SIGTERM into sys.exit(SIGTERM) while it starts Ray
-            if exc.code != signal.SIGTERM:
-                raise
-            if ray.is_initialized():
-                ray.shutdown()
-            stop.request(signal.SIGTERM)
-            stop.raise_if_requested("interrupted before training started")
-        stop.reinstall()  # ray.init replaced the SIGTERM handler: a stop must still end in a checkpoint
-        algo = logger = None
-        try:
-            check_nodes(config["env_id"], single_env_kwargs(config.get("env_kwargs")))
-            settings = _runner_settings(config)
-            if not (config.get("rllib") or {}).get("address") and not settings.get("num_learners"):
-                # the learner runs in this process beside its env runners (one machine): the thread rule
-                learner_threads(settings["num_env_runners"])
-            hyper = {**config["hyperparameters"], **settings}
-            rl_config = algo_config(
-                config["algo"],
-                config["env_id"],
-                config["network"],
-                env_kwargs=config.get("env_kwargs") or {},
-                seed=segment_seed(config["seed"], segment),  # fresh env randomness per resume
-                **hyper,
-            )
-            envs = rl_config.num_envs_per_env_runner * max(rl_config.num_env_runners, 1)
-            out(f"{settings['num_env_runners']} env runner(s) x {rl_config.num_envs_per_env_runner} envs")
-            validate(rl_config)  # checked before Ray started, unless the runners are the cluster's
-            algo = rl_config.build_algo()
-            if resume_from is not None:
-                from retro_atari_kit.integrations.rllib.resume import restore
+        log = os.path.join(run_dir, "log.txt")
+        with ray_messages_into(log) as quiet:
+            if quiet:
+                out(f"Ray's own messages: {log}")
+            return _train_with_ray(config, run_dir, resume_from, segment, start, stop, out)
 
-                restore(algo, resume_from)
-            stop.raise_if_requested("interrupted before training started")
-            logger = RunLogger(run_dir, config["env_id"], envs, segment, start)
-            return _loop(algo, config, run_dir, start, spaces, out, logger, stop)
-        finally:
-            if logger is not None:
-                logger.close()
-            note = merge_progress(run_dir)
-            if note:
-                out(note)
-            if algo is not None:
-                algo.stop()
-            if started:
-                ray.shutdown()
+
+def _train_with_ray(
+    config: dict[str, Any],
+    run_dir: str,
+    resume_from: str | None,
+    segment: int,
+    start: int,
+    stop: StopRequest,
+    out: Callable[[str], None],
+) -> dict[str, Any]:
+    """Start (or join) Ray, build the algorithm, train, and leave Ray as it was found."""
+    import ray
+    from retro_atari_kit.integrations.rllib.checks import validate
+    from retro_atari_kit.integrations.rllib.config import algo_config
+    from retro_atari_kit.integrations.rllib.envs import check_nodes
+    from retro_atari_kit.integrations.rllib.logs import RunLogger
+
+    spaces = _spaces(config)
+    try:
+        started = _connect(config)
+    except SystemExit as exc:  # ray.init turns SIGTERM into sys.exit(SIGTERM) while it starts Ray
+        if exc.code != signal.SIGTERM:
+            raise
+        if ray.is_initialized():
+            ray.shutdown()
+        stop.request(signal.SIGTERM)
+        stop.raise_if_requested("interrupted before training started")
+    stop.reinstall()  # ray.init replaced the SIGTERM handler: a stop must still end in a checkpoint
+    algo = logger = None
+    try:
+        check_nodes(config["env_id"], single_env_kwargs(config.get("env_kwargs")))
+        settings = _runner_settings(config)
+        if not (config.get("rllib") or {}).get("address") and not settings.get("num_learners"):
+            # the learner runs in this process beside its env runners (one machine): the thread rule
+            learner_threads(settings["num_env_runners"])
+        hyper = {**config["hyperparameters"], **settings}
+        rl_config = algo_config(
+            config["algo"],
+            config["env_id"],
+            config["network"],
+            env_kwargs=config.get("env_kwargs") or {},
+            seed=segment_seed(config["seed"], segment),  # fresh env randomness per resume
+            **hyper,
+        )
+        envs = rl_config.num_envs_per_env_runner * max(rl_config.num_env_runners, 1)
+        out(f"{settings['num_env_runners']} env runner(s) x {rl_config.num_envs_per_env_runner} envs")
+        validate(rl_config)  # checked before Ray started, unless the runners are the cluster's
+        warning = budget_warning(config["algo"], rl_config, int(config["timesteps"]))
+        if warning:
+            out(warning)
+        algo = rl_config.build_algo()
+        if resume_from is not None:
+            from retro_atari_kit.integrations.rllib.resume import restore
+
+            restore(algo, resume_from)
+        stop.raise_if_requested("interrupted before training started")
+        logger = RunLogger(run_dir, config["env_id"], envs, segment, start)
+        return _loop(algo, config, run_dir, start, spaces, out, logger, stop)
+    finally:
+        if logger is not None:
+            logger.close()
+        note = merge_progress(run_dir)
+        if note:
+            out(note)
+        if algo is not None:
+            algo.stop()
+        if started:
+            ray.shutdown()
 
 
 def _loop(
@@ -202,7 +262,7 @@ def _loop(
             t0 = time.time()
             out(
                 f"{steps} steps, {row['time/fps']:.0f} steps/s, {logger.games} games, "
-                f"true score {row['rollout/ep_rew_mean']}"
+                f"{true_score_text(row['rollout/ep_rew_mean'])}"
             )
     path = save_checkpoint(algo, run_dir, steps, config, spaces)
     if stop.requested:

@@ -48,6 +48,8 @@ from gymnasium import spaces
 from stable_baselines3.common.buffers import BaseBuffer, ReplayBuffer
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
+from retro_atari_kit.errors import as_int
+
 __all__ = ["CompactReplayBuffer"]
 
 
@@ -80,8 +82,10 @@ class CompactReplayBuffer(ReplayBuffer):
         n_steps: int = 1,
         gamma: float = 0.99,
     ) -> None:
-        if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
+        steps = as_int(n_steps)  # numpy integers too
+        if steps is None or steps < 1:
             raise ValueError(f"n_steps={n_steps!r} must be a positive int")
+        n_steps = steps
         if not 0.0 < gamma <= 1.0:
             raise ValueError(f"gamma={gamma!r} must be in (0, 1]")
         stack, c, h, w = self._check_space(observation_space, frame_channels)
@@ -129,16 +133,13 @@ class CompactReplayBuffer(ReplayBuffer):
                 "CompactReplayBuffer needs a uint8 Box of channel-first stacked frames "
                 f"(k*C, H, W), got {observation_space}; use SB3's ReplayBuffer otherwise"
             )
-        if (
-            isinstance(frame_channels, bool)
-            or not isinstance(frame_channels, int)
-            or frame_channels < 1
-            or observation_space.shape[0] % frame_channels
-        ):
+        channels = as_int(frame_channels)  # numpy integers too
+        if channels is None or channels < 1 or observation_space.shape[0] % channels:
             raise ValueError(
                 f"frame_channels={frame_channels!r} must be a positive int dividing the "
                 f"observation's {observation_space.shape[0]} channels (1 gray, 3 RGB)"
             )
+        frame_channels = channels
         k = observation_space.shape[0] // frame_channels
         _, h, w = observation_space.shape
         return k, frame_channels, h, w

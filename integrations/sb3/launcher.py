@@ -19,6 +19,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
 import retro_atari_kit  # noqa: F401  (registers RetroKit/ IDs)
+from retro_atari_kit.errors import as_int
 from retro_atari_kit.registration import VECTOR_ENTRY_POINT
 from retro_atari_kit.runs import MonitorCSV
 
@@ -136,8 +137,10 @@ def make_vec_env(
     """
     if n_envs is None:
         n_envs = os.cpu_count() or 1
-    if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
+    count = as_int(n_envs)  # numpy integers too
+    if count is None or count < 1:
         raise ValueError(f"n_envs must be an int >= 1 or None (= CPU count), got {n_envs!r}")
+    n_envs = count
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
         raise TypeError(f"seed must be an int or None, got {seed!r}")
     spec = gym.spec(env_id)

@@ -11,6 +11,7 @@ from typing import Any
 
 from retro_atari_kit.cli._common import CliError, add_play_options, engine, user_errors
 from retro_atari_kit.cli.arguments import parse_env_kwargs, positive_int, seed
+from retro_atari_kit.cli.targets import check_targets_exist
 
 
 def add_parser(sub) -> None:
@@ -50,7 +51,12 @@ def add_parser(sub) -> None:
         "env_kwargs); the protocol's settings override it",
     )
     p.add_argument(
-        "--seed", type=seed, default=12345, help="seed of the first game's env (default: %(default)s)"
+        "--seed",
+        type=seed,
+        default=12345,
+        help="seed of every random draw: env i starts from SEED + i (no-ops, sticky actions), the agent's "
+        "sampling and epsilon from SEED; the same seed, model and protocol play the same games, with "
+        "--jobs and --vector too; written to the eval record (default: %(default)s)",
     )
     p.add_argument(
         "--device", default="auto", help="torch device: auto, cpu, cuda, cuda:N (default: %(default)s)"
@@ -97,8 +103,7 @@ def resolve_target(
         config = load_config(target)
         path, _ = engine(config["engine"]).latest_model(target)
         return path, env or config["env_id"], {**config.get("env_kwargs", {}), **env_kwargs}, config
-    if not os.path.exists(target):
-        raise CliError(f"{target}: no such run dir or model file")
+    check_targets_exist([target])
     run = find_run_dir(target)
     if run is not None:
         config = load_config(run)
@@ -217,14 +222,7 @@ def evaluate_target(target: str, options: dict[str, Any], progress: Any = None) 
         options.get("allow_pickle", False),
     )
     steps = notes.pop("steps")
-    from retro_atari_kit.runs import find_run_dir
-
-    run_dir = target if os.path.isdir(target) else (find_run_dir(path) if config else None)
-    run = (
-        os.path.basename(os.path.normpath(run_dir))
-        if run_dir
-        else os.path.splitext(os.path.basename(path))[0]
-    )
+    run = record_run_name(target)
     settings = get_protocol(protocol).settings(int(kwargs.get("frame_skip", 4)))
     episodes = options["episodes"]
     how = (
@@ -307,12 +305,9 @@ def run(args: argparse.Namespace) -> int:
         "allow_pickle": args.allow_pickle,
         "command": getattr(args, "command_line", "retrokit eval"),
     }
-    for target in args.targets:  # a typo in the last of several targets is said before hours of play
-        if not os.path.exists(target):
-            raise CliError(f"{target}: no such run dir or model file")
-    if args.out is not None:
-        with user_errors():
-            check_output_dir(args.out)
+    check_targets_exist(args.targets)  # a typo in the last of several targets is said before hours of play
+    if args.out is not None:  # before any model is loaded or game played
+        check_outputs(args.targets, args.out, args.protocol)
     records = []
     if args.jobs == 1 or len(args.targets) == 1:
         for target in args.targets:
@@ -325,10 +320,44 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_output_dir(path: str) -> None:
-    """CliError for an --out that is a file (a folder is made when missing)."""
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise CliError(f"--out {path}: not a folder; pass a folder for the eval records")
+def record_run_name(target: str) -> str:
+    """The run name of ``target`` in its eval record and its file name: a run dir's folder name, the name of
+    the run dir a model file is in, else the model file's name without its extension."""
+    from retro_atari_kit.runs import find_run_dir
+
+    if os.path.isdir(target):
+        return os.path.basename(os.path.abspath(target))  # "." and "run/" name the folder itself
+    run_dir = find_run_dir(target)
+    return os.path.basename(run_dir) if run_dir else os.path.splitext(os.path.basename(target))[0]
+
+
+def check_outputs(targets: list[str], out: str, protocol: str) -> None:
+    """CliError, before any model is loaded, unless every target's eval record can be written to ``out``:
+    a folder (made if missing) that takes new files, each record's name fits, no folder sits where a record
+    goes, and no two targets share a record file (``a/run`` and ``b/run`` are both ``run``)."""
+    from retro_atari_kit.evaluation.records import record_name
+    from retro_atari_kit.files import check_creatable, os_error_message
+
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise CliError(f"--out {out}: not a folder; pass a folder for the eval records")
+    owners: dict[str, str] = {}
+    for target in targets:
+        path = os.path.join(out, record_name(record_run_name(target), protocol))
+        first = owners.get(path)
+        owners[path] = target
+        if first is not None and os.path.realpath(first) == os.path.realpath(target):
+            raise CliError(f"{target} is given twice; evaluate each run dir or model once")
+        if first is not None:
+            raise CliError(
+                f"{first} and {target} would both be written to {path} (their runs share a name): "
+                "evaluate them with different --out folders, or rename one"
+            )
+        if os.path.isdir(path):
+            raise CliError(f"--out {out}: {path} is a folder where the eval record of {target} goes; move it")
+        try:  # a name too long, /proc, a read-only folder: said before a game is played, not after
+            check_creatable(path)
+        except OSError as exc:
+            raise CliError(os_error_message(exc, "--out", flag="--out")) from None
 
 
 def run_parallel(targets: list[str], options: dict[str, Any], jobs: int) -> list[dict[str, Any]]:

@@ -48,6 +48,18 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+def cut_line(cut: list[int], max_steps: int | None) -> str:
+    """The one line for games that ``--max-steps`` ended before the game did."""
+    from retro_atari_kit.recording import DEFAULT_MAX_STEPS
+
+    limit = DEFAULT_MAX_STEPS if max_steps is None else max_steps
+    games = f"game {cut[0]} was" if len(cut) == 1 else f"games {', '.join(map(str, cut))} were"
+    return (
+        f"{games} cut at --max-steps {limit} before the game ended: the video and its score stop there "
+        "(raise --max-steps for whole games)"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from retro_atari_kit.cli.evaluate import load_target
     from retro_atari_kit.recording import check_video_path, record_video
@@ -55,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     with user_errors():
         check_video_path(args.out)  # before the model is loaded and a whole game is played
     model, _, env_id, env_kwargs = load_target(args.target, args.env, {}, args.device, args.allow_pickle)
+    cut: list[int] = []
     try:
         out, scores = record_video(
             model,
@@ -65,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             deterministic=args.deterministic,
             max_steps=args.max_steps,
+            cut=cut,
         )
     except OSError as exc:  # a full disk while writing: no half video, an older one left as it was
         raise CliError(os_error_message(exc, "cannot write video", flag="--out")) from None
@@ -72,5 +86,7 @@ def run(args: argparse.Namespace) -> int:
         f"wrote {out} ({len(scores)} game(s), true scores {', '.join(f'{s:g}' for s in scores)})",
         file=sys.stderr,
     )
+    if cut:  # a game cut short is not a whole game: its score is the score so far
+        print(f"retrokit: warning: {cut_line(cut, args.max_steps)}", file=sys.stderr)
     print(out)
     return 0

@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
     """Settings descend once: the arguments -> the run layer's checks (``prepare_resume``,
     ``prepare_new_run``, which call down into the engine's rules) -> the engine's ``train``."""
-    from retro_atari_kit.runs import RunError, RunLock, TrainSpec, load_config
+    from retro_atari_kit.runs import RunError, RunLock, TrainSpec, check_new_run_dir, load_config
     from retro_atari_kit.runs.resume import prepare_resume
     from retro_atari_kit.runs.startup import prepare_new_run
 
@@ -209,7 +209,10 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
             command=getattr(args, "command_line", ""),
             engine_options=_engine_options(args),
         )
-        backend = engine(spec.engine)  # a missing framework is named before any check
+        if spec.run_dir is not None:  # a path the OS refuses is said at once, before seconds of imports
+            with user_errors():
+                check_new_run_dir(spec.run_dir, args.force)
+        backend = engine(spec.engine)  # a missing framework is named before the other checks
         with user_errors():
             config, run_dir = prepare_new_run(spec, args.force)
         checkpoint = None

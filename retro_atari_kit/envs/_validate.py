@@ -4,11 +4,14 @@ of ``step`` / ``reset``; each mistake gives one clear error line naming what is 
 from __future__ import annotations
 
 import difflib
+import numbers
 from collections.abc import Iterable
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+from retro_atari_kit.errors import as_int
 
 Box = tuple[int, int, int, int]
 
@@ -36,11 +39,13 @@ def reject_unknown(env_id: str, given: dict[str, Any], allowed: Iterable[str]) -
 
 
 def check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    """``value`` as a Python int (numpy integers too, not bools), or one error line naming ``name``."""
+    number = as_int(value)
+    if number is None:
         raise TypeError(f"{name} must be an int >= {minimum}, got {value!r}")
-    if value < minimum:
+    if number < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
+    return number
 
 
 def check_bool(name: str, value: Any) -> bool:
@@ -50,7 +55,7 @@ def check_bool(name: str, value: Any) -> bool:
 
 
 def check_probability(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy numbers too
         raise TypeError(f"{name} must be a probability in [0, 1], got {value!r}")
     if not 0.0 <= float(value) <= 1.0:
         raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
@@ -80,12 +85,8 @@ def resolve_crop(value: Any, game: str, table: dict[str, Box], env_id: str) -> B
                 "left:right of the full screen to keep"
             )
         return table[game]
-    if (
-        isinstance(value, (tuple, list))
-        and len(value) == 4
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-    ):
-        return tuple(value)  # type: ignore[return-value]
+    if isinstance(value, (tuple, list)) and len(value) == 4 and all(as_int(v) is not None for v in value):
+        return tuple(as_int(v) for v in value)  # type: ignore[return-value]
     raise TypeError(
         f"crop_score must be False, True or a box (top, bottom, left, right) of 4 ints, got {value!r}"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,11 +20,28 @@ def _ci(point: float, low: float, high: float, digits: int = 3) -> str:
     return f"{point:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
+def _line(text: str) -> str:
+    """``text`` on one line: a name from a record cannot start a heading, a list or a table of its own."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _code(text: str) -> str:
+    """``text`` as inline code, fenced with more backticks than it holds in a row."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {_line(text)} {fence}" if longest else f"`{_line(text)}`"
+
+
+def _cell(text: str) -> str:
+    """``text`` as a table cell: on one line, its ``|`` escaped so that it cannot split the row."""
+    return _line(text).replace("|", "\\|")
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [
         "| " + " | ".join(header) + " |",
         "| " + " | ".join("---" for _ in header) + " |",
-        *("| " + " | ".join(r) + " |" for r in rows),
+        *("| " + " | ".join(_cell(c) for c in r) + " |" for r in rows),
     ]
 
 
@@ -36,7 +54,7 @@ def protocol_lines(records: list[Mapping[str, Any]]) -> list[str]:
     for name, p in sorted(seen.items()):
         kwargs = json.dumps(p.get("env_kwargs", {}), sort_keys=True) if p.get("env_kwargs") else "the run's"
         eps = p.get("epsilon_value_based")
-        rows.append([name, f"`{kwargs}`", str(p.get("frame_cap")), "n/a" if eps is None else f"{eps:g}"])
+        rows.append([name, _code(kwargs), str(p.get("frame_cap")), "n/a" if eps is None else f"{eps:g}"])
     return _table(["protocol", "env kwargs set over the run's", "frame cap", "epsilon (DQN, QR-DQN)"], rows)
 
 
@@ -52,7 +70,7 @@ def report_markdown(
     lines = [
         "# Evaluation report",
         "",
-        f"Made by `{command}` ({len(records)} eval records). Scores are true game scores (whole games, "
+        f"Made by {_code(command)} ({len(records)} eval records). Scores are true game scores (whole games, "
         "unclipped). Human-normalised: (score - random) / (human - random), references from `atarihns`; "
         "1.0 = human. CIs: 95% stratified bootstrap over runs (rliable).",
         "",
@@ -68,7 +86,7 @@ def report_markdown(
                 str(r.get("steps")),
                 str(len(r["scores"])),
                 "epsilon-greedy" if "epsilon" in r else ("arg-max" if r.get("deterministic") else "sampled"),
-                f"`{r.get('command')}`",
+                _code(str(r.get("command"))),
             ]
             for r in records
         ]
@@ -175,5 +193,5 @@ def report_markdown(
         lines += ["## Figures", ""]
         lines += [f"![{name}]({os.path.relpath(path, out_dir)})" for name, path in figures.items()] + [""]
     if notes:
-        lines += ["## Notes", "", *(f"- {n}" for n in notes), ""]
+        lines += ["## Notes", "", *(f"- {_line(n)}" for n in notes), ""]
     return "\n".join(lines)

@@ -4,7 +4,9 @@ the RLlib engine's ``KitPolicy``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import random
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -12,6 +14,7 @@ import numpy as np
 
 from retro_atari_kit.catalog import env_kind
 from retro_atari_kit.errors import RunError
+from retro_atari_kit.models.seeding import torch_draws_from
 from retro_atari_kit.models.threads import playing_threads
 from retro_atari_kit.registration import make_env
 
@@ -46,6 +49,53 @@ def check_model_fits(model: Any, env_id: str, observation_space: gym.Space, acti
     )
 
 
+def _wrapped_chain(model: Any) -> list[Any]:
+    """``model`` and the models it wraps (``.model``, as the protocols' wrappers keep theirs)."""
+    chain: list[Any] = []
+    while model is not None and all(model is not m for m in chain):
+        chain.append(model)
+        model = getattr(model, "model", None)
+    return chain
+
+
+@contextlib.contextmanager
+def seeded_draws(model: Any, seed: int) -> Iterator[None]:
+    """Every random draw a model makes while it plays, taken from ``seed``, and given back after.
+
+    A sampling policy draws from torch's generators (:func:`retro_atari_kit.models.seeding.torch_draws_from`);
+    SB3's DQN draws its exploration from numpy's global generator and its action space's; other code may use
+    Python's ``random``; a wrapper with a generator of its own has a ``seed_draws(seed)`` method, called
+    here. All are seeded with ``seed`` inside the block, the global ones restored after it: the same seed
+    replays the same actions whatever ran before in the process (a loader that seeds, an earlier
+    evaluation), and a training run evaluated between updates keeps the draws it had. The envs' own draws
+    (no-ops, sticky actions) come from their ``reset(seed=...)``.
+    """
+    chain = _wrapped_chain(model)
+    spaces: list[gym.Space] = []
+    for m in chain:
+        space = getattr(m, "action_space", None)
+        if isinstance(space, gym.Space) and all(space is not s for s in spaces):
+            spaces.append(space)
+    # a space's generator is replaced by seed(), never changed in place: keeping the old object restores it
+    space_rngs = [getattr(space, "_np_random", None) for space in spaces]
+    numpy_state, python_state = np.random.get_state(), random.getstate()
+    np.random.seed(seed)
+    random.seed(seed)
+    for space in spaces:
+        space.seed(seed)
+    for m in chain:  # a wrapper with a generator of its own (the Nature protocol's epsilon-greedy)
+        if callable(getattr(m, "seed_draws", None)):
+            m.seed_draws(seed)
+    try:
+        with torch_draws_from(seed):
+            yield
+    finally:
+        np.random.set_state(numpy_state)
+        random.setstate(python_state)
+        for space, rng in zip(spaces, space_rngs, strict=True):
+            space._np_random = rng
+
+
 def evaluate_model(
     model: Any,
     env_id: str,
@@ -62,7 +112,10 @@ def evaluate_model(
     The score is ``info["episode"]["r"]`` from the kit's true-score wrapper: the sum of unclipped rewards
     over all lives, reported only when the real game ends (life losses do not end an evaluation game).
     Episodes are split evenly over up to ``max_envs`` envs (1 for stable-retro) so short games do not bias
-    the mean. ``on_game(k, score, steps)`` is called as the k-th game ends (``retrokit eval`` prints it).
+    the mean. ``seed`` is the source of every random draw: env ``i`` starts from ``seed + i`` (no-ops,
+    sticky actions), the model's own draws from ``seed`` (:func:`seeded_draws`), so the same model, seed,
+    env kwargs and ``max_envs`` play the same games on the same machine.
+    ``on_game(k, score, steps)`` is called as the k-th game ends (``retrokit eval`` prints it).
     ``should_stop()`` is asked before every step (a training run's stop request): once true, the envs are
     closed and :class:`EvaluationStopped` is raised, so a stop during a long evaluation takes effect at once.
     torch plays on one thread (:func:`retro_atari_kit.models.threads.playing_threads`: batch-of-a-few
@@ -80,7 +133,7 @@ def evaluate_model(
         scores: list[float] = []
         state = None
         starts = np.ones((n,), dtype=bool)
-        with playing_threads():
+        with playing_threads(), seeded_draws(model, seed):
             while sum(done_counts) < episodes:
                 if should_stop is not None and should_stop():
                     raise EvaluationStopped(scores, episodes)
@@ -132,12 +185,13 @@ def evaluate_model_vector(
     games the native backend's C++ threads, more cores at work on a bigger machine). The first ``episodes``
     games to end are the scores: unlike :func:`evaluate_model`, games are not split evenly over the envs.
 
-    Env ``i`` starts from ``seed + i`` and is reset inside the step that ends its game (``SameStep``), as
-    :func:`evaluate_model` resets its envs; on the native backend the no-op counts and sticky-action draws
-    come from ale-py's generator (docs/vectorization.md, "Exactness"), so the games differ from
-    :func:`evaluate_model`'s, equally distributed. ``vector_kwargs`` go to ``gym.make_vec`` (``backend``).
-    ``should_stop`` as in :func:`evaluate_model`: asked before every vector step; once true, the vector env
-    is closed and :class:`EvaluationStopped` raised with the games that had ended.
+    Env ``i`` starts from ``seed + i`` and the model's draws from ``seed``, as in :func:`evaluate_model`
+    (the same seed plays the same games); each env is reset inside the step that ends its game
+    (``SameStep``), as :func:`evaluate_model` resets its envs; on the native backend the no-op counts and
+    sticky-action draws come from ale-py's generator (docs/vectorization.md, "Exactness"), so the games
+    differ from :func:`evaluate_model`'s, equally distributed. ``vector_kwargs`` go to ``gym.make_vec``
+    (``backend``). ``should_stop`` as in :func:`evaluate_model`: asked before every vector step; once
+    true, the vector env is closed and :class:`EvaluationStopped` raised with the games that had ended.
     """
     n = max(1, min(num_envs, episodes))
     venv = gym.make_vec(
@@ -149,7 +203,7 @@ def evaluate_model_vector(
         scores: list[float] = []
         state = None
         starts = np.ones((n,), dtype=bool)
-        with playing_threads():
+        with playing_threads(), seeded_draws(model, seed):
             while len(scores) < episodes:
                 if should_stop is not None and should_stop():
                     raise EvaluationStopped(scores, episodes)

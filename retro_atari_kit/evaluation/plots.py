@@ -47,6 +47,8 @@ def performance_profile_plot(
     """Fraction of (run, game) human-normalised scores above tau, with 95% CI bands, per agent."""
     from retro_atari_kit.evaluation.aggregate import performance_profiles
 
+    if not mats or any(np.asarray(m).size == 0 for m in mats.values()):
+        raise RunError("no human-normalised scores: no performance profile to draw")
     plt = _pyplot()
     top = max(1.5, max(float(np.max(m)) for m in mats.values()) * 1.05)
     taus = np.linspace(min(0.0, min(float(np.min(m)) for m in mats.values())), top, 121)
@@ -102,8 +104,10 @@ def sample_efficiency_plot(runs: list[dict[str, Any]], out: str, reps: int = 1_0
     from retro_atari_kit.evaluation.aggregate import _rliable, seeded
 
     library, metrics = _rliable()
-    plt = _pyplot()
     games = curves_by_game(runs)
+    if not games:  # matplotlib's own words for it would be "Number of columns must be ... not 0"
+        raise RunError("no run has a finished game in its monitor CSVs: no sample-efficiency curve to draw")
+    plt = _pyplot()
     fig, axes = plt.subplots(1, len(games), figsize=(5.5 * len(games), 4), squeeze=False)
     for ax, (game, agents) in zip(axes[0], sorted(games.items()), strict=True):
         for agent, curves in sorted(agents.items()):
@@ -135,13 +139,11 @@ def sample_efficiency_plot(runs: list[dict[str, Any]], out: str, reps: int = 1_0
     return _save(fig, out)
 
 
-def run_entry(run_dir: str, label: str) -> dict[str, Any] | None:
-    """A run dir as :func:`sample_efficiency_plot` takes it; None for one without monitor CSVs."""
-    try:
-        config = load_config(run_dir)
-        monitor = read_monitor_csvs(run_dir)
-    except (RunError, ValueError, OSError):
-        return None
+def run_entry(run_dir: str, label: str, warnings: list[str] | None = None) -> dict[str, Any]:
+    """A run dir as :func:`sample_efficiency_plot` takes it (its ``monitor`` may hold no game yet). RunError
+    for one whose config or monitor CSVs cannot be read; ``warnings`` receives a line per damaged CSV."""
+    config = load_config(run_dir)
+    monitor = read_monitor_csvs(run_dir, warnings=warnings)
     return {
         "run": os.path.basename(os.path.normpath(run_dir)),
         "game": game_of(str(config.get("env_id", "?"))),

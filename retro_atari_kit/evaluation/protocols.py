@@ -139,12 +139,19 @@ class MappedActions:
 
 class EpsilonGreedy:
     """The Nature evaluation policy of a value-based agent: the arg-max action, replaced with probability
-    ``epsilon`` by one drawn uniformly from the agent's ``n_actions`` (a seeded generator: reproducible)."""
+    ``epsilon`` by one drawn uniformly from the agent's ``n_actions`` (a seeded generator: reproducible).
+
+    The evaluation loops call :meth:`seed_draws` with their seed before the first game, so every
+    evaluation with one seed draws the same explorations, however often this wrapper has played before."""
 
     def __init__(self, model: Any, epsilon: float, n_actions: int, seed: int = 0) -> None:
         self.model, self.epsilon, self.n_actions = model, float(epsilon), int(n_actions)
         self.observation_space = getattr(model, "observation_space", None)
         self.action_space = getattr(model, "action_space", None)
+        self.seed_draws(seed)
+
+    def seed_draws(self, seed: int) -> None:
+        """Start the exploration draws afresh from ``seed``."""
         self.rng = np.random.default_rng(seed)
 
     def predict(self, obs, state=None, episode_start=None, deterministic=True):

@@ -7,7 +7,10 @@ from __future__ import annotations
 import datetime
 import glob
 import json
+import math
 import os
+import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -88,17 +91,149 @@ def write_record(record: dict[str, Any], out_dir: str) -> str:
     return path
 
 
+MAX_RECORD_BYTES = 64 << 20  # a record of 10,000 games is ~0.3 MB: a bigger file is not one of the kit's
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _kind_of(x: Any) -> str:
+    """What a JSON value is, in the words of a message."""
+    if x is None:
+        return "null"
+    if isinstance(x, bool):
+        return f"the boolean {str(x).lower()}"
+    if isinstance(x, str):
+        return f"the text {x[:40]!r}"
+    if isinstance(x, (int, float)):
+        return f"the number {x:g}"
+    return "a list" if isinstance(x, list) else "a mapping"
+
+
+def _text(x: Any) -> bool:
+    return isinstance(x, str) and x.strip() != ""
+
+
+# what a game or a protocol name is made of: gymnasium's env IDs allow letters, digits, "_", ":", "." and "-"
+_NAME = re.compile(r"[\w:.-]+")
+
+
+def _name(x: Any) -> bool:
+    return isinstance(x, str) and _NAME.fullmatch(x) is not None
+
+
+class _ListOf:
+    """A check of a list whose every item passes ``item_ok`` (and, with ``empty=False``, that has one)."""
+
+    def __init__(self, item_ok: Callable[[Any], bool], empty: bool = True) -> None:
+        self.item_ok, self.empty = item_ok, empty
+
+    def __call__(self, x: Any) -> bool:
+        return isinstance(x, list) and (self.empty or len(x) > 0) and all(self.item_ok(v) for v in x)
+
+    def why(self, x: list) -> str:
+        """What is wrong with the list ``x``, which failed the check."""
+        bad = next((i for i, v in enumerate(x) if not self.item_ok(v)), None)
+        return "an empty list" if bad is None else f"a list whose item {bad + 1} is {_kind_of(x[bad])}"
+
+
+_scores = _ListOf(lambda s: _is_number(s) and math.isfinite(s), empty=False)
+_whole_numbers = _ListOf(_is_int)
+
+
+# field -> (required, check, what it must be). Fields the kit's writer always wrote are required where
+# ``retrokit report`` cannot do without them; the others, where present, must have the writer's type (null
+# where the writer writes null for "unknown").
+SCHEMA: dict[str, tuple[bool, Callable[[Any], bool], str]] = {
+    "run": (True, _text, "a run name (text)"),
+    "game": (True, _name, 'a game name (letters, digits, _ : . -), e.g. "Pong"'),
+    "protocol": (True, lambda x: isinstance(x, dict), "a mapping of the protocol's settings"),
+    "scores": (True, _scores, "a non-empty list of finite numbers, one per game"),
+    "lengths": (False, _whole_numbers, "a list of whole numbers"),
+    "model": (False, lambda x: isinstance(x, str), "a model path (text)"),
+    "env_id": (False, lambda x: isinstance(x, str), "an env ID (text)"),
+    "command": (False, lambda x: isinstance(x, str), "the command that made it (text)"),
+    "created": (False, lambda x: isinstance(x, str), "a time (ISO 8601 text)"),
+    "kit_version": (False, lambda x: isinstance(x, str), "a version (text)"),
+    "engine": (False, lambda x: x is None or isinstance(x, str), "an engine name (text) or null"),
+    "algo": (False, lambda x: x is None or isinstance(x, str), "an algorithm name (text) or null"),
+    "network": (False, lambda x: x is None or isinstance(x, str), "a network name (text) or null"),
+    "train_seed": (False, lambda x: x is None or _is_int(x), "a whole number or null"),
+    "steps": (False, lambda x: x is None or _is_int(x), "a whole number of agent steps or null"),
+    "eval_seed": (False, _is_int, "a whole number"),
+    "episodes": (False, _is_int, "a whole number"),
+    "deterministic": (False, lambda x: isinstance(x, bool), "true or false"),
+    "vector": (False, lambda x: isinstance(x, bool), "true or false"),
+    "epsilon": (False, lambda x: _is_number(x) and 0 <= x <= 1, "a number from 0 to 1"),
+    "action_map": (False, _whole_numbers, "a list of whole numbers"),
+    "env_kwargs": (False, lambda x: isinstance(x, dict), "a mapping"),
+    "mean": (False, lambda x: x is None or _is_number(x), "a number or null"),
+    "std": (False, lambda x: x is None or _is_number(x), "a number or null"),
+    "human_normalized_mean": (False, lambda x: x is None or _is_number(x), "a number or null"),
+}
+PROTOCOL_SCHEMA: dict[str, tuple[bool, Callable[[Any], bool], str]] = {
+    "protocol": (True, _name, 'the protocol\'s name (letters, digits, _ : . -), e.g. "machado"'),
+    "frame_cap": (False, lambda x: x is None or _is_int(x), "a whole number of frames or null"),
+    "env_kwargs": (False, lambda x: isinstance(x, dict), "a mapping"),
+    "epsilon_value_based": (
+        False,
+        lambda x: x is None or (_is_number(x) and 0 <= x <= 1),
+        "a number from 0 to 1",
+    ),
+}
+
+
+def _check_fields(path: str, data: dict[str, Any], schema: dict, prefix: str = "") -> None:
+    for name, (required, ok, what) in schema.items():
+        field = f"'{prefix}{name}'"
+        if name not in data:
+            if required:
+                raise RunError(
+                    f"{path}: eval record without {field} (must be {what}); "
+                    "evaluate again with retrokit eval --out"
+                )
+            continue
+        value = data[name]
+        if not ok(value):
+            kind = ok.why(value) if isinstance(ok, _ListOf) and isinstance(value, list) else _kind_of(value)
+            raise RunError(
+                f"{path}: field {field} is {kind}, must be {what}; evaluate again with retrokit eval --out"
+            )
+
+
+def check_record(data: dict[str, Any], path: str) -> None:
+    """RunError (one line naming ``path`` and the field) unless ``data`` has every field ``retrokit
+    report`` reads, each of the type :func:`make_record` writes (:data:`SCHEMA`, :data:`PROTOCOL_SCHEMA`)."""
+    _check_fields(path, data, SCHEMA)
+    _check_fields(path, data["protocol"], PROTOCOL_SCHEMA, prefix="protocol.")
+
+
 def read_record(path: str) -> dict[str, Any] | None:
-    """The eval record at ``path``; None for a JSON file that is not one. RunError for an unreadable one."""
+    """The eval record at ``path``; None for a JSON file that is not one (no ``kind`` of the kit's). RunError
+    for an unreadable one, or one whose fields are missing or of the wrong type (:func:`check_record`)."""
     try:
+        size = os.path.getsize(path)
+        if size > MAX_RECORD_BYTES:
+            raise RunError(
+                f"{path}: {size >> 20} MB, larger than any eval record ({MAX_RECORD_BYTES >> 20} MB at "
+                "most); pass the folders of eval records, not this file"
+            )
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
+    except RunError:
+        raise
+    except RecursionError:  # brackets nested thousands deep
+        raise RunError(f"{path}: cannot read eval record (nested too deep)") from None
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise RunError(f"{path}: cannot read eval record ({str(exc).splitlines()[0]})") from None
     if not isinstance(data, dict) or data.get("kind") != KIND:
         return None
-    if not data.get("scores"):
-        raise RunError(f"{path}: eval record without scores; evaluate again with retrokit eval")
+    check_record(data, path)
     data["path"] = path
     return data
 

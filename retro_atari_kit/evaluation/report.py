@@ -71,6 +71,25 @@ def cells(records: Iterable[Mapping[str, Any]], groups: Mapping[str, list[str]] 
     return [by_cell[k] for k in sorted(by_cell)]
 
 
+def shared_name_notes(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """A note for each run name that stands for records of different model files on one game under one
+    protocol (``a/run`` and ``b/run``, evaluated into two folders): :func:`cells` counts a run name once,
+    its newest record, so the others are left out, and the report says which."""
+    by: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for r in records:
+        by.setdefault((str(r["run"]), str(r["game"]), str(r["protocol"]["protocol"])), []).append(r)
+    notes = []
+    for (run, game, protocol), group in sorted(by.items()):
+        if len({str(r.get("model")) for r in group}) > 1:
+            files = ", ".join(str(r.get("path")) for r in group)
+            notes.append(
+                f"run {run!r} on {game} [{protocol}]: {len(group)} records of different model files "
+                f"({files}) share the run name; the newest counts, the others are left out: give the runs "
+                "distinct names"
+            )
+    return notes
+
+
 def matrix(cs: list[Cell], games: list[str], normalize: bool = False) -> tuple[np.ndarray, list[str]]:
     """``(runs, games)`` matrix of one agent and protocol for ``games`` (raw or human-normalised), and notes.
 

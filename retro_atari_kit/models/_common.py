@@ -7,6 +7,8 @@ import math
 import torch
 from torch import nn
 
+from retro_atari_kit.errors import as_int
+
 __all__ = ["ChannelsLastMixin", "conv_output_size", "init_orthogonal", "to_unit_float"]
 
 
@@ -28,11 +30,16 @@ def to_unit_float(x: torch.Tensor, channels_last: bool) -> torch.Tensor:
     return x
 
 
-def check_positive_ints(**values: object) -> None:
-    """ValueError naming the first argument that is not a positive int (bools are not ints here)."""
+def check_positive_ints(**values: object) -> tuple[int, ...]:
+    """The values as Python ints, in order; ValueError naming the first argument that is not a positive
+    int (numpy integers are ints, bools are not)."""
+    out = []
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        number = as_int(value)
+        if number is None or number < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+        out.append(number)
+    return tuple(out)
 
 
 def conv_output_size(size: int, kernel: int, stride: int, padding: int = 0) -> int:

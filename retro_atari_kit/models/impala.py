@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from retro_atari_kit.errors import as_int
 from retro_atari_kit.models._common import (
     ChannelsLastMixin,
     check_positive_ints,
@@ -85,16 +86,17 @@ class ImpalaCNN(ChannelsLastMixin, nn.Module):
         channels_last: bool = True,
     ) -> None:
         super().__init__()
-        check_positive_ints(in_channels=in_channels, image_size=image_size, features_dim=features_dim)
-        depths = tuple(depths)
-        if not depths or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in depths):
-            raise ValueError(f"depths must be a non-empty sequence of positive ints, got {depths!r}")
-        if (
-            isinstance(blocks_per_stage, bool)
-            or not isinstance(blocks_per_stage, int)
-            or blocks_per_stage < 0
-        ):
+        in_channels, image_size, features_dim = check_positive_ints(
+            in_channels=in_channels, image_size=image_size, features_dim=features_dim
+        )
+        given = tuple(depths)
+        depths = tuple(as_int(d) for d in given)  # numpy integers too
+        if not depths or any(d is None or d < 1 for d in depths):
+            raise ValueError(f"depths must be a non-empty sequence of positive ints, got {given!r}")
+        blocks = as_int(blocks_per_stage)
+        if blocks is None or blocks < 0:
             raise ValueError(f"blocks_per_stage must be an int >= 0, got {blocks_per_stage!r}")
+        blocks_per_stage = blocks
         if not 0.0 <= float(dropout) < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
         self.in_channels = in_channels

@@ -43,7 +43,9 @@ class NatureCNN(ChannelsLastMixin, nn.Module):
         channels_last: bool = True,
     ) -> None:
         super().__init__()
-        check_positive_ints(in_channels=in_channels, image_size=image_size, features_dim=features_dim)
+        in_channels, image_size, features_dim = check_positive_ints(
+            in_channels=in_channels, image_size=image_size, features_dim=features_dim
+        )
         size = image_size
         for k, s in ((8, 4), (4, 2), (3, 1)):
             size = conv_output_size(size, k, s)

@@ -9,6 +9,7 @@ grow without bound, then inf / nan); neither SB3 nor RLlib checks it. The names 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from retro_atari_kit.errors import RunError
@@ -101,11 +102,11 @@ def _schedule(value: Any) -> bool:
 
 def _number(value: Any) -> float | None:
     """The number a value stands for (``lin_2.5e-4`` -> 2.5e-4, ``[4, step]`` -> 4), or None."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or type(value).__name__ == "bool_":  # numpy's bool is no number either
         return None
     if isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[1], str):
         return _number(value[0])  # SB3's train_freq=[4, step]: the count is what must be in range
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Real):  # numpy numbers too (np.int64(0) is judged as 0)
         return float(value)
     if isinstance(value, str) and value.startswith("lin_"):
         try:

@@ -13,13 +13,13 @@ the kit did not write (not a zip at all) is never removed: the engine names it.
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 import shutil
 import zipfile
 
-from retro_atari_kit.files import atomic_write, leftover_temporaries
+from retro_atari_kit.errors import RunError
+from retro_atari_kit.files import atomic_write, leftover_temporaries, read_error_message
 from retro_atari_kit.runs.lock import lock_owner
 from retro_atari_kit.runs.untrusted import zip_is_sane
 
@@ -33,12 +33,21 @@ def checkpoint_path(run_dir: str, steps: int, suffix: str = ".zip") -> str:
 
 
 def list_checkpoints(run_dir: str) -> list[tuple[int, str]]:
-    """``[(steps, path), ...]`` of the run's checkpoints, oldest first."""
+    """``[(steps, path), ...]`` of the run's checkpoints, oldest first; RunError (one line, "permission
+    denied" and the folder) if ``checkpoints/`` exists but cannot be listed: saying "no checkpoint" there
+    would invite ``--force`` over a run that has them."""
+    folder = os.path.join(run_dir, CHECKPOINT_DIR)
+    try:
+        names = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        raise RunError(read_error_message(exc, "cannot list the checkpoints in")) from None
     out = []
-    for path in glob.glob(os.path.join(run_dir, CHECKPOINT_DIR, "model_*_steps*")):
-        match = _NAME.match(os.path.basename(path))
+    for name in names:
+        match = _NAME.match(name)
         if match:
-            out.append((int(match.group(1)), path))
+            out.append((int(match.group(1)), os.path.join(folder, name)))
     return sorted(out)
 
 

@@ -120,6 +120,11 @@ class EngineRules:
       ``check_checkpoint`` needs (or None).
     - ``check_checkpoint(path, config, checked)``: anything else the checkpoint must agree with (its network,
       its policy's construction); ``checked`` is what ``check_config`` returned.
+    - ``check_load(path, config, obs_space, action_space)`` (optional): load everything ``train`` will load
+      to resume from the checkpoint ``path`` (its weights, the state saved beside it such as a replay
+      buffer) into what the config builds, and discard it: RunError, one line naming the file and what to
+      do, if ``train`` could not. Run last, so that a resume ``train`` would refuse is refused before the
+      run dir is written.
     - ``describe(config, run_dir)``: the lines a resume prints before it starts.
 
     Both: ``local_vector_env`` is True for an engine that runs the config's ``n_envs`` envs in one vector env
@@ -136,3 +141,4 @@ class EngineRules:
     check_checkpoint: Callable[[str, dict[str, Any], Any], None]
     describe: Callable[[dict[str, Any], str], list[str]]
     local_vector_env: bool = False
+    check_load: Callable[[str, dict[str, Any], Any, Any], None] | None = None

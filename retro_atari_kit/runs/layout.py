@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import glob
 import os
 import shutil
@@ -25,7 +26,13 @@ from typing import Any
 import yaml
 
 from retro_atari_kit.errors import RunError
-from retro_atari_kit.files import atomic_write_text, check_creatable, check_entries, os_error_message
+from retro_atari_kit.files import (
+    atomic_write_text,
+    check_creatable,
+    check_entries,
+    os_error_message,
+    read_error_message,
+)
 from retro_atari_kit.runs.engine import ENGINES  # the engines' one table
 from retro_atari_kit.runs.lock import describe_owner, lock_owner, stop_hint
 from retro_atari_kit.runs.stop import active_stop_request
@@ -38,6 +45,42 @@ ORPHANED_PREFIX = "orphaned-"
 # progress.csv is not: one that cannot be read is left as it was and not merged, saying so (progress.py)
 RUN_FILES = ("log.txt", "evaluations.csv", "model.zip")
 RUN_FOLDERS = ("checkpoints", MONITOR_DIR)
+# bytes a run dir's path must leave free under the OS's longest path for the names made inside it
+# (checkpoints/.model_<steps>_steps.tmp-<pid>.zip.old, orphaned-<k>/monitor/resume-<k>/<rank>.monitor.csv)
+RUN_DIR_HEADROOM = 128
+# run dir (absolute) -> the folders this process made for it (create_run_dir), outermost first: only those
+# are removed again when the new run ends before it saved anything (remove_new_run_dir)
+_made_here: dict[str, list[str]] = {}
+
+
+def make_dirs(path: str) -> list[str]:
+    """``os.makedirs(path)``, returning the folders it made (outermost first). If the OS refuses one of them,
+    the ones made so far are removed again before the OSError is raised: a refused command leaves no trail
+    of empty folders."""
+    full, missing = os.path.abspath(path), []
+    while not os.path.lexists(full) and os.path.dirname(full) != full:
+        missing.append(full)
+        full = os.path.dirname(full)
+    made: list[str] = []
+    try:
+        for folder in reversed(missing):
+            os.mkdir(folder)
+            made.append(folder)
+    except OSError:
+        remove_made_dirs(made)
+        raise
+    if not missing:  # it was there already: as os.makedirs, say so
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
+    return made
+
+
+def remove_made_dirs(made: list[str]) -> None:
+    """Remove the folders of :func:`make_dirs` again, innermost first, each only while it is empty."""
+    for folder in reversed(made):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return  # something was put there meanwhile: kept, and so are the folders above it
 
 
 def default_run_dir(env_id: str, algo: str, network: str, seed: int, root: str = "runs") -> str:
@@ -51,7 +94,7 @@ def check_new_run_dir(run_dir: str, force: bool) -> None:
     """Raise RunError unless ``create_run_dir(run_dir, force)`` would succeed. Changes nothing."""
     if not os.path.exists(run_dir):
         try:  # a name too long, a read-only disk, /proc, ...: said before anything is built
-            check_creatable(run_dir)
+            check_creatable(run_dir, headroom=RUN_DIR_HEADROOM)
         except OSError as exc:
             raise RunError(os_error_message(exc, "cannot create run dir", flag="--run-dir")) from None
         return
@@ -77,6 +120,9 @@ def create_run_dir(run_dir: str, force: bool = False) -> None:
     """Create an empty run dir; with ``force`` an old run dir there (not being trained) is removed first.
 
     Inside ``stop_signals()``, a stop requested before this point ends the command here, with nothing written.
+    The folders made (the run dir and any missing ones above it) are remembered, so that a new run that ends
+    before its first checkpoint removes exactly them (:func:`remove_new_run_dir`); where the OS refuses one of
+    them, those made so far are removed at once.
     """
     check_new_run_dir(run_dir, force)
     stop = active_stop_request()
@@ -85,9 +131,26 @@ def create_run_dir(run_dir: str, force: bool = False) -> None:
     if os.path.exists(run_dir):
         shutil.rmtree(run_dir)
     try:
-        os.makedirs(run_dir)
+        made = make_dirs(run_dir)
     except OSError as exc:
         raise RunError(os_error_message(exc, "cannot create run dir", flag="--run-dir")) from None
+    _made_here[os.path.abspath(run_dir)] = made
+
+
+def made_here(run_dir: str) -> bool:
+    """Whether this process made ``run_dir`` (:func:`create_run_dir`): a new run, not one being resumed."""
+    return os.path.abspath(run_dir) in _made_here
+
+
+def remove_new_run_dir(run_dir: str) -> bool:
+    """Remove a run dir this process made, and the empty folders it made above it; True if it did. A run
+    dir made by another process (one being resumed, even from its start) is never removed."""
+    made = _made_here.pop(os.path.abspath(run_dir), None)
+    if made is None:
+        return False
+    shutil.rmtree(run_dir, ignore_errors=True)
+    remove_made_dirs(made[:-1])
+    return not os.path.exists(run_dir)
 
 
 def write_config(run_dir: str, config: dict[str, Any]) -> None:
@@ -127,7 +190,13 @@ def load_config(run_dir: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as fh:
             config = yaml.safe_load(fh)
-    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:  # damaged bytes too: not UTF-8, NUL
+    except OSError as exc:  # permissions, a disk error: the file may be fine, so nothing invites replacing it
+        raise RunError(read_error_message(exc)) from None
+    except RecursionError:  # a config nested thousands of levels deep: no run writes one
+        raise RunError(
+            f"cannot read {path}: nested too deeply (no run's config is); restore it or start a new run"
+        ) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:  # damaged bytes too: not UTF-8, NUL
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RunError(f"cannot read {path}: {why}; restore it or start a new run") from None
     if not isinstance(config, dict) or config.get("kind") != CONFIG_MARKER:
@@ -244,16 +313,22 @@ def open_for_resume(run_dir: str) -> dict[str, Any]:
     return config
 
 
-def set_total_timesteps(run_dir: str, config: dict[str, Any], timesteps: int | None, trained: int) -> None:
-    """Record a new total for a resumed run in its config; RunError if it is below the ``trained`` steps."""
+def check_total_timesteps(run_dir: str, config: dict[str, Any], timesteps: int | None, trained: int) -> bool:
+    """RunError if a new total ``timesteps`` is below the ``trained`` steps; True if config.yaml must
+    record it (:func:`set_total_timesteps`). Writes nothing."""
     if timesteps is None:
-        return
+        return False
     if timesteps < trained:
         raise RunError(
             f"--timesteps {timesteps} is below the {trained} steps {run_dir} has trained; pass a larger total"
         )
-    if timesteps != config["timesteps"]:
-        config["timesteps"] = int(timesteps)
+    return timesteps != config["timesteps"]
+
+
+def set_total_timesteps(run_dir: str, config: dict[str, Any], timesteps: int | None, trained: int) -> None:
+    """Record a new total for a resumed run in its config; RunError if it is below the ``trained`` steps."""
+    if check_total_timesteps(run_dir, config, timesteps, trained):
+        config["timesteps"] = int(timesteps)  # type: ignore[arg-type]
         write_config(run_dir, config)
 
 

@@ -66,7 +66,7 @@ def _header(lines: list[str]) -> tuple[float | None, list[str], int]:
     else:
         try:
             t_start = float(json.loads(lines[0][1:])["t_start"])
-        except (ValueError, TypeError, KeyError, IndexError):
+        except (ValueError, TypeError, KeyError, IndexError, RecursionError):  # nested too deeply: unknown
             t_start = None
         if t_start is not None and not math.isfinite(t_start):
             t_start = None

@@ -13,8 +13,11 @@ import os
 import re
 import shutil
 
+from retro_atari_kit.csv_cells import csv_row
 from retro_atari_kit.files import atomic_write_bytes, atomic_write_text
-from retro_atari_kit.runs.layout import ORPHANED_PREFIX
+from retro_atari_kit.runs.checkpoints import CHECKPOINT_DIR
+from retro_atari_kit.runs.layout import CONFIG_FILE, ORPHANED_PREFIX
+from retro_atari_kit.runs.lock import LOCK_FILE
 from retro_atari_kit.runs.monitor import monitor_files, split_monitor_csv
 
 PROGRESS_FILE = "progress.csv"
@@ -105,9 +108,9 @@ def merge_progress(run_dir: str) -> str | None:
             rows.append(record)
 
     text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=columns)
-    writer.writeheader()
-    writer.writerows(rows)
+    writer = csv.writer(text)
+    writer.writerow(csv_row(columns))
+    writer.writerows(csv_row(row.get(c, "") for c in columns) for row in rows)
     notes = []
     if damaged:
         aside = _new_aside_dir(run_dir)
@@ -201,3 +204,27 @@ def set_aside_orphaned_logs(run_dir: str, steps: int, saved_at: float) -> str | 
         f"and {dropped_rows} progress rows; originals in {aside}"
     )
     return f"{summary}; {cannot}" if cannot else summary
+
+
+def set_aside_unsaved_start(run_dir: str) -> str | None:
+    """Move the logs of a run that was killed before its first checkpoint into ``orphaned-<k>/``.
+
+    Such a run (SIGKILL, the OOM killer, a power loss before anything was saved) is resumed from its start:
+    its monitor games, progress rows, evaluations and log lines describe training nothing descends from, so
+    they leave the live files (which the new start writes afresh) and are kept, untouched, under
+    ``orphaned-<k>/``. ``config.yaml``, ``checkpoints/``, the lock and earlier ``orphaned-*`` stay. Returns a
+    one-line summary, or None if there was nothing to move. Call it holding the run's lock, after every check
+    of the resume has passed.
+    """
+    keep = {CONFIG_FILE, CHECKPOINT_DIR, LOCK_FILE}
+    moving = sorted(
+        name for name in os.listdir(run_dir) if name not in keep and not name.startswith(ORPHANED_PREFIX)
+    )
+    if not moving:
+        return None
+    aside = _new_aside_dir(run_dir)
+    for name in moving:
+        os.replace(os.path.join(run_dir, name), os.path.join(aside, name))
+    return (
+        f"the run was stopped before its first checkpoint; its logs ({', '.join(moving)}) are kept in {aside}"
+    )

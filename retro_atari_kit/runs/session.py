@@ -13,11 +13,11 @@ and what is left when a run ends before its first checkpoint.
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections.abc import Callable, Iterator
 
+from retro_atari_kit.errors import RunError
 from retro_atari_kit.runs.checkpoints import list_checkpoints
-from retro_atari_kit.runs.layout import resume_segment
+from retro_atari_kit.runs.layout import remove_new_run_dir, resume_segment
 from retro_atari_kit.runs.lock import RunLock
 from retro_atari_kit.runs.progress import merge_progress, set_aside_orphaned_logs
 from retro_atari_kit.runs.stop import StopRequest, StopRequested, stop_signals
@@ -30,20 +30,28 @@ def training_session(run_dir: str, new_run: bool, out: Print = print) -> Iterato
     """Hold ``run_dir``'s lock and catch stop signals for the block; yields the stop request.
 
     A new run that ends in any way (an error, a stop before training started) without a checkpoint is
-    removed: nothing of value was saved, and a left-over dir would make the same command fail with "exists"
-    and ``--resume`` with "no checkpoint". A resumed run is never removed. A RunError for a lock held by
-    another process removes nothing.
+    removed, with the folders above it that this process made for it: nothing of value was saved, and a
+    left-over dir would make the same command fail with "exists". Only a dir this process made is removed
+    (``layout.create_run_dir``): a resumed run, also one resumed from its start (``new_run`` with a dir made
+    earlier), is never removed. A RunError for a lock held by another process removes nothing.
     """
     with stop_signals() as stop, RunLock(run_dir):
         try:
             yield stop
         except BaseException as exc:
-            if new_run and not list_checkpoints(run_dir):
-                shutil.rmtree(run_dir, ignore_errors=True)
+            removed = new_run and not _has_checkpoint(run_dir) and remove_new_run_dir(run_dir)
+            if removed:
                 out(f"nothing was saved; removed {run_dir}")
-            if isinstance(exc, StopRequested) and not new_run:
+            elif isinstance(exc, StopRequested):
                 out(f"{run_dir} is as it was; resume with: retrokit train --resume {run_dir}")
             raise
+
+
+def _has_checkpoint(run_dir: str) -> bool:
+    try:
+        return bool(list_checkpoints(run_dir))
+    except RunError:  # checkpoints/ cannot be listed: something may be saved there, so it is kept
+        return True
 
 
 def begin_segment(run_dir: str, steps: int, saved_at: float, out: Print = print) -> int:

@@ -27,6 +27,7 @@ from retro_atari_kit.runs.layout import (
     check_new_run_dir,
     create_run_dir,
     default_run_dir,
+    remove_new_run_dir,
     single_env_kwargs,
     write_config,
 )
@@ -165,7 +166,11 @@ def prepare_new_run(spec: TrainSpec, force: bool = False, out: Print = print) ->
     for line in [*rules.describe(config, run_dir), *lines]:
         out(line)
     create_run_dir(run_dir, force)
-    write_config(run_dir, config)
+    try:
+        write_config(run_dir, config)
+    except BaseException:  # a full disk, a signal: the command leaves no empty run dir behind
+        remove_new_run_dir(run_dir)
+        raise
     return config, run_dir
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from retro_atari_kit.errors import RunError
+from retro_atari_kit.files import read_error_message
 
 #: the key SB3's ``data_to_json`` gives a value it stored with cloudpickle
 SERIALIZED = ":serialized:"
@@ -32,6 +33,12 @@ _CHUNK = 1 << 20
 
 class UntrustedFileError(RunError):
     """A file that the kit refuses to read because reading it could run code or exhaust memory."""
+
+
+class UnreadableFileError(UntrustedFileError):
+    """A file the operating system does not let the kit read (permission denied, a disk error, a folder
+    where the file belongs): refused like a stranger's, with the OS's reason and the path, so that no caller
+    reports it as a damaged or foreign file (which would invite replacing a good one)."""
 
 
 def _size(n: int) -> str:
@@ -91,10 +98,21 @@ def read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> bytes:
 
 def read_json_member(path: str, name: str = "data", limit: int = DEFAULT_BUDGET) -> dict[str, Any]:
     """The JSON object stored as ``name`` in the zip ``path`` (size-checked first). Raises
-    OSError, zipfile.BadZipFile, KeyError (no member), ValueError (not JSON; UntrustedFileError is one)."""
-    with zipfile.ZipFile(path) as zf:
+    FileNotFoundError, UnreadableFileError (the OS refuses to open it: permission denied, ...),
+    zipfile.BadZipFile, KeyError (no member), ValueError (not JSON, nested too deeply; UntrustedFileError is
+    one)."""
+    try:
+        zf = zipfile.ZipFile(path)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UnreadableFileError(read_error_message(exc)) from None
+    with zf:
         members = check_members(zf, path, {name: limit})
-        data = json.loads(read_member(zf, members[name], path))
+        try:
+            data = json.loads(read_member(zf, members[name], path))
+        except RecursionError:  # nested thousands of levels deep: no writer the kit reads makes that
+            raise ValueError(f"{name} is nested too deeply") from None
     if not isinstance(data, dict):
         raise ValueError(f"{name} is {type(data).__name__}, not a JSON object")
     return data

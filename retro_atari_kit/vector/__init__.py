@@ -19,6 +19,7 @@ from typing import Any
 
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from retro_atari_kit.errors import as_int
 from retro_atari_kit.limits import check_vector_env, memory_errors
 from retro_atari_kit.vector._factory import EnvFactory, game_kind, split_frame_stack
 from retro_atari_kit.vector._pool import WorkerDiedError
@@ -126,8 +127,10 @@ def make_vector_env(
     Observations are uint8 ``(num_envs, frame_stack, 84, 84)`` and equal those of ``num_envs``
     ``gym.make`` envs; reset with ``seed=s`` seeds env ``i`` with ``s + i``.
     """
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+    count = as_int(num_envs)  # numpy integers too; a Python int from here on
+    if count is None or count < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+    num_envs = count
     if "vectorization_mode" in kwargs:  # only a direct call gets here: gym.make_vec consumes it
         raise ValueError(
             f"vectorization_mode={kwargs['vectorization_mode']!r} is gym.make_vec's argument, not a backend: "
@@ -180,8 +183,10 @@ def _make_async(
     cfg: dict[str, Any],
 ) -> VectorEnv:
     """The native backend with EnvPool's async API, after checking that the other arguments allow it."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= num_envs:
+    size = as_int(batch_size)
+    if size is None or not 1 <= size <= num_envs:
         raise ValueError(f"batch_size must be an int from 1 to num_envs={num_envs}, got {batch_size!r}")
+    batch_size = size
     if backend != "native":
         raise ValueError(
             f"batch_size applies to the native ALE backend only; RetroKit/{game}-v0 uses backend={backend!r} "

@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 
 from retro_atari_kit.catalog.kinds import ENTRY_POINTS, game_kind  # noqa: F401  (re-exported)
+from retro_atari_kit.errors import as_int
 from retro_atari_kit.wrappers.frame_stack import DEFAULT_FRAME_STACK
 
 
@@ -35,7 +36,8 @@ class EnvFactory:
 def split_frame_stack(kwargs: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """Take ``frame_stack`` out of the env kwargs (it is done by the vector env) and validate it."""
     kwargs = dict(kwargs)
-    k = kwargs.pop("frame_stack", DEFAULT_FRAME_STACK)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"frame_stack must be an int >= 1, got {k!r}")
+    given = kwargs.pop("frame_stack", DEFAULT_FRAME_STACK)
+    k = as_int(given)  # numpy integers too
+    if k is None or k < 1:
+        raise ValueError(f"frame_stack must be an int >= 1, got {given!r}")
     return k, kwargs

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from retro_atari_kit.errors import as_int
 from retro_atari_kit.processes import (
     ChildBell,
     ChildDiedError,
@@ -72,11 +73,12 @@ def check_shards(shards: Any, num_envs: int) -> int:
     """``shards`` as given (an int from 1 to ``num_envs``), or :func:`default_shards` for None."""
     if shards is None:
         return default_shards(num_envs)
-    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= num_envs:
+    count = as_int(shards)  # numpy integers too
+    if count is None or not 1 <= count <= num_envs:
         raise ValueError(
             f"shards must be an int from 1 (all envs in this process) to num_envs={num_envs}, got {shards!r}"
         )
-    return shards
+    return count
 
 
 def blocks(num_envs: int, shards: int) -> list[tuple[int, int]]:

@@ -25,7 +25,8 @@ def test_presets_inherit_from_the_zoo_numbers():
     assert (zoo["n_steps"], zoo["batch_size"], zoo["learning_rate"]) == (128, 256, "lin_2.5e-4")
     default, gpu = get_preset("ppo"), get_preset("ppo", "gpu")
     assert {k: default[k] for k in zoo if k != "policy"} == {k: v for k, v in zoo.items() if k != "policy"}
-    assert (gpu["n_envs"], gpu["batch_size"], gpu["n_steps"]) == (32, 1024, 128)  # base: default, then set
+    assert (gpu["n_envs"], gpu["batch_size"], gpu["n_steps"]) == (32, 256, 32)  # base: default, then set
+    assert gpu["fast_learner"] == {"compile": "auto", "cuda_graphs": "auto"}
     assert gpu["policy_kwargs"] == default["policy_kwargs"]
     pong = get_preset("dqn", "pong-dqn")
     assert pong["replay_buffer_class"] == "compact"  # from its base, the default

@@ -1,7 +1,8 @@
 """The machine users have: no display at all (no ``DISPLAY``, ``WAYLAND_DISPLAY`` or SDL driver set), where
 gymnasium's and SB3's ``check_env`` and ``render_mode="human"`` must pass with one ``NoDisplayWarning`` and no
 traceback. A real Python script in a fresh folder (``expect="script"``; ``env`` values of None remove that
-variable).
+variable). And an environment whose ``RETROKIT_ADAPTERS`` is neither on nor off: the command works, after one
+warning line naming the accepted values.
 
 The sweep's other machine and fault cases are tests where their subject lives, kept there only: another Ray
 cluster (tests/integrations/rllib/test_rllib_beside_a_cluster.py), rl-zoo3 without ``--conf-file``
@@ -44,6 +45,12 @@ if __name__ == "__main__":
 CASES = [
     Case("machine: no display", ["check.py"], [script("check.py", CHECK_ENVS)], expect="script", exit_code=0,
          writes_nothing=False, env=NO_DISPLAY, check=says("checked", once="NoDisplayWarning"), ci=True),
+    *(
+        Case("machine: RETROKIT_ADAPTERS neither on nor off", ["list", "Pong"], expect="clean", exit_code=0,
+             env={"RETROKIT_ADAPTERS": value}, needles=("0, false, no, off (off) or 1, true, yes, on (on)",),
+             check=says("RetroKit/Pong-v0", once="is neither on nor off"), ci=value == "2")
+        for value in ("2", "maybe")
+    ),
 ]  # fmt: skip
 
 

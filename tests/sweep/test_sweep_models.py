@@ -45,6 +45,15 @@ def model_cases() -> list[Case]:
         cases += [
             Case(g, [cmd, "missing", *extra]),
             Case(g, [cmd, "empty", *extra], setup=[folder("empty")]),
+            # a run stopped before its end has no model.zip: the line names its latest checkpoint
+            Case(
+                g,
+                [cmd, "run/model.zip", *extra],
+                setup=[run_copy(), damage("model.zip", "remove")],
+                needles=("model_64_steps.zip (64 steps)", "pass the run dir run"),
+            ),  # fmt: skip
+            Case(g, [cmd, "run/modle.zip", *extra], setup=good, needles=("final model at run/model.zip",)),
+            Case(g, [cmd, "runs/model.zip", *extra], setup=good, needles=("did you mean run/model.zip?",)),
             Case(g, [cmd, "notes.txt", "--env", ENV, *extra], setup=[text("notes.txt")]),
             Case(g, [cmd, "model.zip", *extra], setup=[text("model.zip")], needles=("--env",)),
             Case(g, [cmd, "model.zip", "--env", ENV, *extra], setup=[text("model.zip")]),

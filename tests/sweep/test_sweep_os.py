@@ -6,11 +6,14 @@ root: without it those cases are skipped, saying so (``mounted`` of tests/cli/_r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.cli._run import fill
 from tests.sweep._checks import absent, all_of, error_line, kept, made, no_leftovers, trained_to
 from tests.sweep._setups import (
+    Setup,
     folder,
     named,
     read_only,
@@ -75,6 +78,13 @@ IN_TESTS_CLI = {
 }
 
 
+def unreadable(name: str) -> Setup:
+    def setup(d: Path) -> None:
+        (d / name).chmod(0)
+
+    return named(f"{name} mode 0", setup)
+
+
 def os_cases() -> list[Case]:
     cases: list[Case] = []
     good = [run_copy()]
@@ -98,10 +108,30 @@ def os_cases() -> list[Case]:
     add(g, "plot", long)
     add(g, "export", "run", long, setup=good, needles=("File name too long",))
     add(g, "export", long, "out")
+    deep = "/".join(["p" * 200] * 21)  # every name fits; the path is past PATH_MAX (4096 bytes)
+    add(g, "train", "ppo", ENV, "--run-dir", deep, *new, needles=("path is longer than the OS takes",))
+    add(g, "plot", "run", "--out", f"{deep}.png", setup=good, needles=("does not exist",))  # makes no folders
+    add(g, "export", "run", deep, setup=good, needles=("does not exist",))
     add(g, "list", long)
     add(g, "import-roms", long)
     fits = f"{'b' * 246}.png"  # 250 bytes: fits, though its temporary's name would not without shortening
     add(g, "plot", "run", "--out", fits, setup=good, writes_nothing=False, check=made(fits), **works)
+
+    g = "permission denied on reading"  # root ignores file modes: the command runs without that power
+    for name, argv in (
+        ("run/model.zip", ["eval", "run", "--episodes", "1"]),
+        ("run/model.zip", ["export", "run", "out"]),
+        ("run/checkpoints", ["train", "--resume", "run", "--timesteps", "128"]),
+        ("run/checkpoints/model_64_steps.zip", ["train", "--resume", "run", "--timesteps", "128"]),
+        ("run/config.yaml", ["eval", "run", "--episodes", "1"]),
+    ):
+        add(
+            g,
+            *argv,
+            setup=[run_copy(), unreadable(name)],
+            read_only_binds=True,
+            needles=("Permission denied",),
+        )
 
     g = "a path under /proc"
     add(g, "train", "ppo", ENV, "--run-dir", "/proc/x", *new, needles=("/proc",))

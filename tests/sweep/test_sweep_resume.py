@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pickle
+import shutil
+import zipfile
+from pathlib import Path
+
 import pytest
 
 from tests.sweep._checks import trained_to
@@ -130,7 +135,47 @@ def resume_cases() -> list[Case]:
     resume(DL, "--timesteps", "640", setup=[*DAMAGED_LOGS, append_bytes(f"{DL}/config.yaml", b"\xff\xfe\0")])
     resume(DL, "--timesteps", "640", setup=[*DAMAGED_LOGS, append_bytes(f"{DL}/config.yaml", b"\0\0\n")])
     resume(DL, "--timesteps", "640", setup=[*DAMAGED_LOGS, append_bytes(f"{DL}/config.yaml", b"", "wb")])
+    # what a run dir may hold that no training writes, or a kill leaves: one line naming the file, every byte
+    # as it was; a run killed before its first checkpoint resumes from its start
+    deep = named(
+        "config.yaml nested 30000 deep", edit_config(lambda t: t + f"deep: {'[' * 30000}{']' * 30000}\n")
+    )
+    resume("run", "--timesteps", "640", setup=[run_copy(), deep], needles=("nested too deeply",))
+    resume("run", "--timesteps", "640", setup=[run_copy(), pickle_policy()], needles=("Unsupported operand",))
+    resume(
+        "run", "--timesteps", "64", expect="clean", exit_code=0, writes_nothing=False,
+        setup=[run_copy(), killed_before_its_first_checkpoint()],
+        check=trained_to(64, "no checkpoint yet: starting run again from step 0", "removed run/checkpoints/"),
+    )  # fmt: skip
     return cases
+
+
+def pickle_policy() -> Setup:
+    """The newest checkpoint's ``policy.pth`` a plain pickle (protocol 4): torch warns before it refuses."""
+
+    def setup(d: Path) -> None:
+        path = d / "run/checkpoints/model_64_steps.zip"
+        with zipfile.ZipFile(path) as zf:
+            items = {name: zf.read(name) for name in zf.namelist()}
+        items["policy.pth"] = pickle.dumps({"weights": 1}, protocol=4)
+        with zipfile.ZipFile(path, "w") as zf:
+            for name, body in items.items():
+                zf.writestr(name, body)
+
+    return named("policy.pth a plain pickle", setup)
+
+
+def killed_before_its_first_checkpoint() -> Setup:
+    """No checkpoint and no model.zip, and the empty temporary of the first checkpoint's write (SIGKILL)."""
+
+    def setup(d: Path) -> None:
+        run = d / "run"
+        shutil.rmtree(run / "checkpoints")
+        (run / "model.zip").unlink()
+        (run / "checkpoints").mkdir()
+        (run / "checkpoints" / ".model_32_steps.tmp-999999.zip").write_bytes(b"")
+
+    return named("killed before its first checkpoint", setup)
 
 
 @pytest.mark.parametrize("case", params(ci_first(without(resume_cases(), IN_TESTS_CLI))))

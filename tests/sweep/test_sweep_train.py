@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.sweep._checks import says
 from tests.sweep._setups import folder, run_copy, text
 from tests.sweep._sweep import Case, check, ci_first, params, without
 
@@ -184,6 +185,23 @@ def train_cases() -> list[Case]:
     train(g, "ppo", ENV, *quick, setup=[text("run/notes.txt")], needles=("exists",))
     train(g, "ppo", ENV, *quick, "--force", setup=[text("run/notes.txt")], needles=("not a retrokit run",))
     train(g, "ppo", ENV, "--run-dir", "", "--timesteps", "64")
+
+    g = "train: a budget too small to learn (trained, after one warning line)"
+    trained = {"expect": "clean", "exit_code": 0, "writes_nothing": False}
+    train(
+        g, "dqn", ENV, "--n-envs", "1", "--set", "buffer_size=1000", *quick, **trained,
+        check=says("warning: --timesteps 64 is not more than dqn's learning_starts (100000)"),
+    )  # fmt: skip
+    train(
+        g, "ppo", ENV, "--n-envs", "2", "--set", "batch_size=64", *quick, **trained,
+        check=says("warning: --timesteps 64 is less than one ppo rollout (n_steps 128 x 2 envs = 256 steps)"),
+    )  # fmt: skip
+    rllib = [*rl, "--num-env-runners", "1", "--envs-per-runner", "2", "--set", "rollout_fragment_length=16"]
+    batch = ["--set", "train_batch_size_per_learner=128", "--set", "minibatch_size=64"]
+    train(
+        g, "ppo", ENV, *rllib, *batch, *quick, **trained,
+        check=says("warning: --timesteps 64 is less than one ppo train batch (128 steps)", "Ray's own"),
+    )  # fmt: skip
     return cases
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.type_aliases import RolloutReturn, TrainFrequencyUnit
 
+from retro_atari_kit.errors import as_int
 from retro_atari_kit.models.threads import learner_threads
 
 from .venv import PlayProcessVecEnv
@@ -53,9 +54,10 @@ def parse_options(options: Mapping[str, Any] | bool | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, low in (("ahead", 0), ("weights_every", 1), ("trainer_threads", 1)):
         value = options.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+        number = None if value is None else as_int(value)  # numpy integers too
+        if value is not None and (number is None or number < low):
             raise ValueError(f"parallel_play.{key} must be an int >= {low} or null, got {value!r}")
-        out[key] = value
+        out[key] = number
     out["when"] = WHEN[0] if options.get("when") is None else options["when"]
     if out["when"] not in WHEN:
         raise ValueError(f"parallel_play.when must be {' or '.join(WHEN)}, got {options['when']!r}")

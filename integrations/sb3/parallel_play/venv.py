@@ -19,6 +19,7 @@ import torch
 import torch.multiprocessing as tmp
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
+from retro_atari_kit.errors import as_int
 from retro_atari_kit.processes import ChildDiedError, ChildProcess
 from retro_atari_kit.wrappers.frame_stack import DEFAULT_FRAME_STACK
 
@@ -52,8 +53,10 @@ class PlayProcessVecEnv(VecEnv):
         frame_channels: int | None = None,
         **env_kwargs: Any,
     ) -> None:
-        if isinstance(ring_slots, bool) or not isinstance(ring_slots, int) or ring_slots < 2:
+        slots = as_int(ring_slots)  # numpy integers too
+        if slots is None or slots < 2:
             raise ValueError(f"ring_slots must be an int >= 2, got {ring_slots!r}")
+        ring_slots = slots
         self.env_id = env_id
         self.closed = False
         ctx = tmp.get_context("spawn")

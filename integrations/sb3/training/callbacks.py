@@ -13,6 +13,7 @@ import numpy as np
 from retro_atari_kit.integrations.sb3.training.models import save_checkpoint
 from stable_baselines3.common.callbacks import BaseCallback
 
+from retro_atari_kit.csv_cells import csv_row
 from retro_atari_kit.evaluation import EvaluationStopped, evaluate_model
 from retro_atari_kit.models.threads import PhaseThreads
 from retro_atari_kit.runs import StopRequest
@@ -121,16 +122,26 @@ class Progress(BaseCallback):
         self.bar.update(self.num_timesteps - self.last)
         self.last = self.num_timesteps
         if self.n_calls % 50 == 0:
-            games = self.model.ep_info_buffer
-            score = f"{np.mean([e['r'] for e in games]):.1f}" if games else "n/a"
-            sps = (self.num_timesteps - self.s0) / max(1e-9, time.perf_counter() - self.t0)
-            self.bar.set_postfix_str(
-                f"{sps:.0f} steps/s, score(100) {score}, games {len(games)}", refresh=False
-            )
+            self._postfix(refresh=False)
         return True
+
+    def _postfix(self, refresh: bool) -> None:
+        games = self.model.ep_info_buffer
+        score = f"{np.mean([e['r'] for e in games]):.1f}" if games else "n/a"
+        sps = (self.num_timesteps - self.s0) / max(1e-9, time.perf_counter() - self.t0)
+        self.bar.set_postfix_str(
+            f"{sps:.0f} steps/s, score(100) {score}, games {len(games)}", refresh=refresh
+        )
+
+    def _on_rollout_end(self) -> None:
+        # SB3 calls on_step before it adds that step's finished games to ep_info_buffer: at a step the
+        # buffer lacks the games ending there, at the end of a rollout it holds them all
+        if self.bar is not None:
+            self._postfix(refresh=False)
 
     def _on_training_end(self) -> None:
         if self.bar is not None:
+            self._postfix(refresh=True)  # the last figures, the same the run's summary line prints
             self.bar.close()
 
 
@@ -197,17 +208,9 @@ class PeriodicEval(BaseCallback):
         with open(path, "a", newline="") as fh:
             writer = csv.writer(fh)
             if new:
-                writer.writerow(["steps", "mean", "std", "min", "max", "episodes"])
-            writer.writerow(
-                [
-                    steps,
-                    np.mean(scores),
-                    np.std(scores),
-                    np.min(scores),
-                    np.max(scores),
-                    len(scores),
-                ]
-            )
+                writer.writerow(csv_row(["steps", "mean", "std", "min", "max", "episodes"]))
+            row = [steps, np.mean(scores), np.std(scores), np.min(scores), np.max(scores), len(scores)]
+            writer.writerow(csv_row(row))
         self.say(
             f"evaluation at {steps} steps: mean true score {np.mean(scores):.2f} over {len(scores)} games"
         )

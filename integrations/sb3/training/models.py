@@ -10,6 +10,7 @@ from typing import Any
 
 from retro_atari_kit.integrations.sb3.algorithms import algo_class, available_algos, constructor_params
 
+from retro_atari_kit.files import read_error_message
 from retro_atari_kit.runs import (
     RunError,
     atomic_write,
@@ -154,6 +155,10 @@ def load_model(
     config. ``spaces`` (obs, action) spare building an env to learn them when ``env`` is None."""
     from retro_atari_kit.integrations.sb3.training.safe_load import safe_load
 
+    try:  # a file it may not read is that, not "not an SB3 zip" (is_zipfile says False for both)
+        open(path, "rb").close()
+    except OSError as exc:
+        raise RunError(read_error_message(exc)) from None
     if not zipfile.is_zipfile(path):
         raise RunError(f"cannot read checkpoint {path}: not an SB3 zip file; use an older checkpoint")
     run = find_run_dir(path)

@@ -15,7 +15,7 @@ from typing import Any
 
 import gymnasium as gym
 import yaml
-from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY
+from retro_atari_kit.integrations.sb3.algorithms import OFF_POLICY, constructor_params
 from retro_atari_kit.integrations.sb3.presets import EXTRACTORS
 from retro_atari_kit.integrations.sb3.training.config import (
     algo_kwargs,
@@ -30,13 +30,14 @@ from retro_atari_kit.integrations.sb3.training.memory import (
     format_bytes,
 )
 from retro_atari_kit.integrations.sb3.training.models import checkpoint_algo, checkpoint_data
+from retro_atari_kit.integrations.sb3.training.safe_load import check_resume_load
 
 from retro_atari_kit.runs import RunError, TrainSpec, list_checkpoints
 from retro_atari_kit.runs.engine import EngineRules, SavedPolicy
 from retro_atari_kit.runs.layout import config_text
 from retro_atari_kit.runs.untrusted import UntrustedFileError, read_json_member
 
-__all__ = ["RULES", "describe", "load_hyperparams"]
+__all__ = ["RULES", "budget_warning", "describe", "load_hyperparams"]
 
 
 def describe(config: dict[str, Any], run_dir: str) -> list[str]:
@@ -60,6 +61,41 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def budget_warning(config: dict[str, Any]) -> str | None:
+    """One ``warning:`` line when ``--timesteps`` is too small for the algorithm as configured, else None.
+
+    SB3 trains whatever budget it is given and says nothing: an off-policy run whose budget does not pass
+    ``learning_starts`` only fills its replay buffer (no gradient step), an on-policy run shorter than one
+    rollout (``n_steps`` x envs) collects the whole rollout anyway and makes a single update. Such a run is
+    not refused (an SB3 user expects it to run, and tiny runs are how one tries a setup), but said so."""
+    params = constructor_params(config["algo"])
+    hyper = config.get("hyperparams") or {}
+
+    def setting(name: str) -> int | None:
+        value = hyper.get(name, params[name].default if name in params else None)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    steps, algo = int(config["timesteps"]), config["algo"]
+    if algo in OFF_POLICY:
+        starts = setting("learning_starts")
+        if starts is not None and steps <= starts:
+            return (
+                f"warning: --timesteps {steps} is not more than {algo}'s learning_starts ({starts}): the run "
+                f"only fills its replay buffer and learns nothing; pass --timesteps above {starts} or "
+                f"--set learning_starts=N below {steps}"
+            )
+        return None
+    n_steps, n_envs = setting("n_steps"), int(config["n_envs"])
+    if n_steps is not None and steps < n_steps * n_envs:
+        rollout = n_steps * n_envs
+        return (
+            f"warning: --timesteps {steps} is less than one {algo} rollout (n_steps {n_steps} x {n_envs} "
+            f"envs = {rollout} steps): the run collects {rollout} steps and makes a single update; pass "
+            f"--timesteps {rollout} or more (or fewer --n-envs / a smaller --set n_steps)"
+        )
+    return None
+
+
 def _check_env(config: dict[str, Any], env: gym.Env, force: bool) -> list[str]:
     check_model_builds(config, env)
     est = estimate_memory(config, env.observation_space)
@@ -72,7 +108,8 @@ def _check_env(config: dict[str, Any], env: gym.Env, force: bool) -> list[str]:
     lines.append(check_memory(est, force))
     if config["device"].startswith("cuda") or (config["device"] == "auto" and _cuda_available()):
         lines.append(f"estimated VRAM ~{format_bytes(estimate_vram(est))}")
-    return lines
+    warning = budget_warning(config)  # last: the line printed just before training starts
+    return [*lines, warning] if warning else lines
 
 
 def _read_checkpoint(path: str) -> SavedPolicy:
@@ -160,4 +197,5 @@ RULES = EngineRules(
     check_checkpoint=_check_checkpoint,
     describe=describe,
     local_vector_env=True,  # the n_envs envs run in one vector env of the training process
+    check_load=check_resume_load,  # the weights and replay buffer train loads, loaded once before any write
 )

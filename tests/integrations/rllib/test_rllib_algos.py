@@ -24,8 +24,11 @@ SMALL = dict(num_env_runners=1, num_envs_per_env_runner=2, rollout_fragment_leng
 
 @pytest.fixture
 def local_ray():
-    # a fresh Ray per test: an asynchronous algorithm's actors may still hold the CPUs after algo.stop()
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="warning")
+    # a fresh Ray per test: an asynchronous algorithm's actors may still hold the CPUs after algo.stop().
+    # address="local": its own Ray, as `retrokit train` starts one, even beside another job's cluster on
+    # this host (a plain ray.init() joins that one, found through RAY_ADDRESS or the last `ray start`, and
+    # then refuses num_cpus)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="warning")
     yield
     ray.shutdown()
 

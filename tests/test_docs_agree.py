@@ -1,0 +1,45 @@
+"""The figures a new user reads in two places say the same, and say what the code does.
+
+- docs/cli.md's quick start gives the README's time for the same command, and its ``retrokit train`` synopsis
+  the ``--timesteps`` default ``retro_atari_kit.runs.TrainSpec`` has;
+- README's install note and docs/install.md say how to get torch's CPU build on a machine without a GPU,
+  while README's command 1 (which CI runs, ``.ci/run``) stays as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from retro_atari_kit.cli.arguments import parse_timesteps
+from retro_atari_kit.runs import TrainSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+CLI = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+INSTALL = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
+CPU_INDEX = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+QUICK_TRAIN = "retrokit train ppo RetroKit/Pong-v0 --timesteps 2e4 --n-envs 4 --run-dir runs/quickstart"
+
+
+def test_the_quick_starts_time_is_the_readmes():
+    readme = re.search(r"quick-train on Pong, (\d+ s) of training on 2 idle CPU cores", README)
+    cli = re.search(r"^## Quick start \((\d+ s) of training on 2 idle CPU cores\)$", CLI, re.M)
+    assert readme and cli, "a quick start without its time"
+    assert cli.group(1) == readme.group(1)
+    assert QUICK_TRAIN in README and QUICK_TRAIN in CLI  # the same command is timed
+
+
+def test_the_train_synopsis_gives_the_codes_timesteps_default():
+    default = TrainSpec.__dataclass_fields__["timesteps"].default
+    synopsis = re.search(r"^retrokit train ALGO ENV_ID .*\[--timesteps (\S+)\]", CLI, re.M)
+    assert synopsis and parse_timesteps(synopsis.group(1)) == default
+    stated = re.search(r"`--timesteps`\s+\(default `(\S+)`\)", CLI)
+    assert stated and parse_timesteps(stated.group(1)) == default
+
+
+def test_the_install_notes_give_the_cpu_build_and_keep_command_1():
+    assert CPU_INDEX in README and CPU_INDEX in INSTALL
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    for step in ("pip install torch==2.13.0", 'pip install -e ".[dev,contrib,zoo,rllib,eval]"'):
+        assert f"{step} &&" in README and f"\n{step}\n" in ci
