@@ -12,7 +12,7 @@ never in CI::
     python benchmarks/main_thread_cpu.py --sizes 4 8 --retro   # with the stable-retro path
     python benchmarks/main_thread_cpu.py --sizes 8 --floor     # with what the native backend cannot avoid
     python benchmarks/main_thread_cpu.py --sizes 16 --warp-threads 2 8 --only native  # other warp threads
-    python benchmarks/main_thread_cpu.py --sizes 4 8 --async    # with the async send/recv APIs
+    python benchmarks/main_thread_cpu.py --sizes 4 8 --async    # with EnvPool's async send/recv API
     python benchmarks/main_thread_cpu.py --sizes 2 4 8 --only retro --retro Pong-Atari2600 \
         Airstriker-Genesis --retro-before d15e063              # the retro path against an older commit's
 
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> None:
         "--async",
         dest="async_api",
         action="store_true",
-        help="also the kit's and EnvPool's async send/recv APIs, batches of N // 2 (two batches per step)",
+        help="also EnvPool's async send/recv API, batches of N // 2 (two batches per step)",
     )
     parser.add_argument("--only", nargs="+", help="contenders whose name contains one of these words")
     args = parser.parse_args(argv)
@@ -319,8 +319,6 @@ def main(argv: list[str] | None = None) -> None:
         contenders[f"kit native, {shards} shards"] = kit_native_shards(shards)
     for threads in args.warp_threads or []:
         contenders[f"kit native, {threads} warp threads"] = kit_native_warp_threads(threads)
-    if args.async_api:
-        contenders["kit native, async"] = vec_throughput.kit_async
     if args.floor:
         contenders["floor: RGB frames"] = kit_floor_frames
         contenders["floor: RGB frames + warp"] = kit_floor_warped
