@@ -9,7 +9,7 @@ threads (the kit's warp threads; their warm-up steps included, their one-off ker
 and divides their time by the env steps taken. Run by hand, never in
 CI (needs ``pip install py-spy`` and permission to trace a child process)::
 
-    python benchmarks/gil_time.py --sizes 8              # kit native (sync, async), raw ale-py, EnvPool
+    python benchmarks/gil_time.py --sizes 8              # kit native, raw ale-py, EnvPool
     python benchmarks/gil_time.py --sizes 8 32 --seconds 8 --rate 2000
 
 Figures are sampled: at ``--rate`` samples/s, a contender held the GIL for ``samples / rate`` seconds of its
@@ -40,8 +40,6 @@ from benchmarks import vec_throughput as vb
 def make(name, n):
     if name == "kit native":
         return vb.kit("native", shards=1)(n)
-    if name == "kit native, async":
-        return vb.kit_async(n)
     if name == "raw AtariVectorEnv":
         return vb.raw_ale(n)
     if name == "EnvPool":
@@ -67,7 +65,7 @@ print("STEPS", steps * n, time.perf_counter() - start, flush=True)
 runner.close()
 """
 
-CONTENDERS = ("kit native", "kit native, async", "raw AtariVectorEnv", "EnvPool")
+CONTENDERS = ("kit native", "raw AtariVectorEnv", "EnvPool")
 
 
 def gil_time(name: str, n: int, seconds: float, rate: int) -> tuple[float, float]:

@@ -5,7 +5,7 @@
 # when its 100-game training mean first reached 18, measured from the command's start (start-up, env start
 # and compile included). docs/performance.md, "PPO on a GPU", says how to read what comes back.
 #
-#   bash benchmarks/lent_box.sh && bash benchmarks/gpu_pong.sh      # on the GPU machine, from the repo root
+#   bash benchmarks/gpu_machine_setup.sh && bash benchmarks/gpu_pong.sh      # on the GPU machine, from the repo root
 #   TABLE=0 PONG_S=240 bash benchmarks/gpu_pong.sh                  # the Pong run alone
 #   SMOKE=1 bash benchmarks/gpu_pong.sh                             # on a CPU: the script's own check
 #

@@ -7,8 +7,8 @@ in one run so the ratios are side by side:
 1. **tests**: ``pytest tests/gpu/test_cuda.py`` (every model, SB3 policy and preset on ``cuda``, bf16
    autocast, the compact replay's pinned / non-blocking copies against the CPU path).
 2. **env**: env steps/s on Pong with random actions at 8 / 16 / 32 / 64 envs: the kit (``gym.make_vec``,
-   backend auto; its native backend in one process, ``shards=1``; that with EnvPool's async API, batches of
-   N/2; and that with ``cv2.resize`` instead of the exact resize kernel), SB3
+   backend auto; its native backend in one process, ``shards=1``; and that with ``cv2.resize`` instead of
+   the exact resize kernel), SB3
    ``SubprocVecEnv(make_atari_env)`` + ``VecFrameStack``, EnvPool (if installed; also its async API,
    batches of N/2) and raw ale-py ``AtariVectorEnv`` (no kit semantics: the ceiling), with the functions of
    ``vec_throughput.py``.
@@ -210,7 +210,6 @@ def env_contenders() -> dict[str, Callable]:
     out = {
         "kit gym.make_vec (auto)": vec_bench.kit("auto"),
         "kit native, one process": vec_bench.kit("native", shards=1),
-        "kit native, async (B = N/2)": vec_bench.kit_async,
         "kit native, cv2.resize": vec_bench.kit_cv2_resize,
         "SB3 SubprocVecEnv+VecFrameStack": vec_bench.sb3_atari("subproc"),
         "ale-py AtariVectorEnv (raw, ceiling)": vec_bench.raw_ale,
@@ -245,7 +244,6 @@ def run_env(report: Report, plan: Plan, clock: Clock) -> None:
     kit = "kit gym.make_vec (auto)"
     others = (
         "kit native, one process",
-        "kit native, async (B = N/2)",
         "kit native, cv2.resize",
         "SB3 SubprocVecEnv+VecFrameStack",
         "EnvPool",

@@ -12,13 +12,13 @@ never in CI::
     python benchmarks/main_thread_cpu.py --sizes 4 8 --retro   # with the stable-retro path
     python benchmarks/main_thread_cpu.py --sizes 8 --floor     # with what the native backend cannot avoid
     python benchmarks/main_thread_cpu.py --sizes 16 --warp-threads 2 8 --only native  # other warp threads
-    python benchmarks/main_thread_cpu.py --sizes 4 8 --async    # with the async send/recv APIs
+    python benchmarks/main_thread_cpu.py --sizes 4 8 --async    # with EnvPool's async send/recv API
     python benchmarks/main_thread_cpu.py --sizes 2 4 8 --only retro --retro Pong-Atari2600 \
         Airstriker-Genesis --retro-before d15e063              # the retro path against an older commit's
 
 Contenders: ``gym.make_vec("RetroKit/Pong-v0", backend="native")`` (the kit's DeepMind stack, frames
 equal to SB3's AtariWrapper; its default ``shards``), the same with every env in this process
-(``shards=1``; ``--shards S``: over S worker processes), the same as it was before issue 35 (one warp
+(``shards=1``; ``--shards S``: over S worker processes), the same with its old threads (one warp
 thread on 2 cores, emulator threads not under ``SCHED_BATCH``), the same in one process with ``cv2.resize``
 instead of the kit's exact resize kernel,
 raw ``AtariVectorEnv("pong", N)`` (ale-py's own preprocessing) and EnvPool
@@ -94,8 +94,8 @@ def kit_native_shards(shards: int) -> Callable[[int], gym.vector.VectorEnv]:
     return lambda n: gym.make_vec("RetroKit/Pong-v0", num_envs=n, backend="native", shards=min(shards, n))
 
 
-def kit_native_before_35(n: int):
-    """The native backend as before issue 35: one warp thread on a 2-core machine, and the emulator
+def kit_native_old_threads(n: int):
+    """The native backend with its old threads: one warp thread on a 2-core machine, and the emulator
     threads under the default scheduler (a woken emulator preempts the thread that sent its action)."""
     threads = max(1, min((n + 1) // 2, (os.cpu_count() or 1) // 4))
     return _native_pong(n, warp_threads=threads, batch_emulators=False)
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> None:
         "--async",
         dest="async_api",
         action="store_true",
-        help="also the kit's and EnvPool's async send/recv APIs, batches of N // 2 (two batches per step)",
+        help="also EnvPool's async send/recv API, batches of N // 2 (two batches per step)",
     )
     parser.add_argument("--only", nargs="+", help="contenders whose name contains one of these words")
     args = parser.parse_args(argv)
@@ -312,15 +312,13 @@ def main(argv: list[str] | None = None) -> None:
     contenders = {
         "kit native": kit_native,
         "kit native, one process": kit_native_one_process,
-        "kit native, before issue 35": kit_native_before_35,
+        "kit native, old threads": kit_native_old_threads,
         "kit native, cv2.resize": kit_native_cv2_resize,
     }
     for shards in args.shards or []:
         contenders[f"kit native, {shards} shards"] = kit_native_shards(shards)
     for threads in args.warp_threads or []:
         contenders[f"kit native, {threads} warp threads"] = kit_native_warp_threads(threads)
-    if args.async_api:
-        contenders["kit native, async"] = vec_throughput.kit_async
     if args.floor:
         contenders["floor: RGB frames"] = kit_floor_frames
         contenders["floor: RGB frames + warp"] = kit_floor_warped
@@ -380,7 +378,7 @@ def main(argv: list[str] | None = None) -> None:
         ],
         rows,
     )
-    others = ("EnvPool", "raw AtariVectorEnv", "kit native, one process", "kit native, before issue 35")
+    others = ("EnvPool", "raw AtariVectorEnv", "kit native, one process", "kit native, old threads")
     rows = [
         [n, other, harness.ratio(samples.median_ratio(("kit native", n), (other, n), 2))]
         for n in args.sizes

@@ -157,13 +157,6 @@ class AsyncRunner:
         self.env.close()
 
 
-def kit_async(n: int) -> AsyncRunner:
-    """The kit's native backend in this process with EnvPool's async API (``batch_size=N // 2``)."""
-    import retro_atari_kit  # noqa: F401
-
-    return AsyncRunner(gym.make_vec("RetroKit/Pong-v0", num_envs=n, batch_size=max(1, n // 2)))
-
-
 def envpool_async(n: int) -> AsyncRunner:
     """EnvPool's own async API, batches of N // 2."""
     import envpool

@@ -272,7 +272,7 @@ def adapted() -> list[str]:
         return [f"{name}.{cls.__name__}.{attr}" for name, cls, attr, _, _ in _applied]
 
 
-class _Tap:
+class _EditingProxy:
     """Stands in for an object during one call: ``method``'s results pass through ``edit``."""
 
     __slots__ = ("_retrokit_target", "_retrokit_method", "_retrokit_edit")
@@ -291,7 +291,7 @@ class _Tap:
 
 
 @contextmanager
-def tapped(owner: Any, attr: str, method: str, edit: Callable[[Any], Any]) -> Iterator[None]:
+def proxied(owner: Any, attr: str, method: str, edit: Callable[[Any], Any]) -> Iterator[None]:
     """While inside: ``owner.<attr>.<method>(...)`` returns ``edit(its result)``.
 
     How an adapter delegates to a recorder's own method and still sees what the env below returned (the kit's
@@ -299,7 +299,7 @@ def tapped(owner: Any, attr: str, method: str, edit: Callable[[Any], Any]) -> It
     when the call raises.
     """
     target = owner.__dict__[attr]
-    owner.__dict__[attr] = _Tap(target, method, edit)
+    owner.__dict__[attr] = _EditingProxy(target, method, edit)
     try:
         yield
     finally:

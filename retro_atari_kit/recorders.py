@@ -27,7 +27,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from retro_atari_kit.adapters import Adapter, marked, tapped
+from retro_atari_kit.adapters import Adapter, marked, proxied
 from retro_atari_kit.wrappers.true_score import reports_true_scores
 
 KIT_ID_PREFIX = "RetroKit/"
@@ -115,7 +115,7 @@ def _single_step(original):
                 seen["record"] = info.pop("episode", None)
             return result
 
-        with tapped(self, "env", "step", keep_record):
+        with proxied(self, "env", "step", keep_record):
             obs, reward, terminated, truncated, info = original(self, action)
         if "snapshot" in seen:
             record = seen["record"]
@@ -147,7 +147,7 @@ def _vector_step(original):
                 seen["top"] = {key: infos.pop(key) for key in ("episode", "_episode") if key in infos}
             return result
 
-        with tapped(self, "env", "step", keep_records):
+        with proxied(self, "env", "step", keep_records):
             obs, rewards, terminations, truncations, infos = original(self, actions)
         if "snapshot" in seen:
             infos.pop(self._stats_key, None)

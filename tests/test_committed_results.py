@@ -38,7 +38,7 @@ COMMITTED = {
     "pong-ppo-impala-0": Committed("RetroKit/Pong-v0", 1_000_448, "model.zip", 18.0),
     # arg-max games end 21 or -1 (results.md); seeds 0 and 1 give -1 and 21
     "pong-rllib-ppo-0": Committed("RetroKit/Pong-v0", 2_000_810, "model/policy.pt", 0.0),
-    # RLlib PPO, 3M steps, learning rate decayed linearly (issue 34): 100-game means 18.64 sampled, 20.55
+    # RLlib PPO, 3M steps, learning rate decayed linearly: 100-game means 18.64 sampled, 20.55
     # arg-max, arg-max min 20 (results.md)
     "pong-rllib-ppo-3m-0": Committed("RetroKit/Pong-v0", 3_000_022, "model/policy.pt", 18.0),
     # 1M steps of PPO + Nature on the retro Pong: 100-game means -20.38 sampled (results.md)

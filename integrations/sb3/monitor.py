@@ -1,4 +1,4 @@
-"""SB3's own doors report the kit's true scores: ``Monitor`` and ``VecMonitor`` pass the kit's record on.
+"""SB3's own entry points report the kit's true scores: ``Monitor`` and ``VecMonitor`` pass its record on.
 
 SB3 wraps every env it makes in ``Monitor`` (``PPO("CnnPolicy", "RetroKit/Breakout-v0")``, SB3's
 ``make_vec_env``, rl-zoo3), and its own warning tells users to wrap evaluation envs in it. Around a kit env a
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from retro_atari_kit.adapters import Adapter, marked, tapped
+from retro_atari_kit.adapters import Adapter, marked, proxied
 from retro_atari_kit.recorders import KIT_MODE_ATTR, are_kit_specs, wraps_kit_env
 from retro_atari_kit.wrappers.true_score import reports_true_scores
 
@@ -68,7 +68,7 @@ def _monitor_step(original):
         writer, recorded = self.results_writer, len(self.episode_returns)
         self.results_writer = None
         try:
-            with tapped(self, "env", "step", keep_record):
+            with proxied(self, "env", "step", keep_record):
                 observation, reward, terminated, truncated, info = original(self, action)
         finally:
             self.results_writer = writer
@@ -121,7 +121,7 @@ def _vec_monitor_step_wait(original):
         writer = self.results_writer
         self.results_writer = None
         try:
-            with tapped(self, "venv", "step_wait", keep_records):
+            with proxied(self, "venv", "step_wait", keep_records):
                 obs, rewards, dones, infos = original(self)
         finally:
             self.results_writer = writer

@@ -8,11 +8,10 @@ one host for all of them.
   that notices a dead child at once; the one died error; stop), :func:`serve` (the child side of a
   request/answer child), :func:`receive_all` (one answer from each of several children) and
   :func:`stop_all`.
-- :mod:`.bells`: :class:`Bells`, one wake-up for many children whose work lives in shared memory (a
+- :mod:`.wakeups`: :class:`Wakeups`, one wake-up for many children whose work lives in shared memory (a
   semaphore per child, a countdown, one semaphore back), the pipe kept for everything else.
 """
 
-from retro_atari_kit.processes.bells import Bells, ChildBell
 from retro_atari_kit.processes.host import (
     ChildDiedError,
     ChildProcess,
@@ -35,11 +34,12 @@ from retro_atari_kit.processes.start import (
     unreadable_main_script,
     worker_start_hint,
 )
+from retro_atari_kit.processes.wakeups import ChildWakeup, Wakeups
 
 __all__ = [
     "STOP_SIGNALS",
-    "Bells",
-    "ChildBell",
+    "Wakeups",
+    "ChildWakeup",
     "ChildDiedError",
     "ChildProcess",
     "Handler",

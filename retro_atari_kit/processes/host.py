@@ -111,8 +111,8 @@ def reply_error(conn: Connection, exc: BaseException) -> None:
 
 class Handler(Protocol):
     """What :func:`serve` runs: ``hello()`` is the start-up answer, ``handle`` answers one command. A handler
-    may also have ``next_command(conn)``, returning the next ``(command, data)``: one that waits on a bell
-    (:mod:`.bells`) rather than its pipe, doing its shared-memory work in between."""
+    may also have ``next_command(conn)``, returning the next ``(command, data)``: one that waits on a
+    semaphore (:mod:`.wakeups`) rather than its pipe, doing its shared-memory work in between."""
 
     def hello(self) -> Any: ...
 
@@ -137,7 +137,7 @@ def serve(conn: Connection, make_handler: Callable[..., Handler], *args: Any) ->
         return
     try:
         reply(conn, hello)
-        # a handler that waits on something besides its pipe (a bell) reads its next command itself
+        # a handler that waits on something besides its pipe (a semaphore) reads its next command itself
         next_command = getattr(handler, "next_command", None)
         while True:
             command, data = conn.recv() if next_command is None else next_command(conn)
@@ -214,8 +214,8 @@ class ChildProcess:
     # -- talking ---------------------------------------------------------------------------------------
     def send(self, command: str, data: Any = None, wake: Callable[[], None] | None = None) -> None:
         """Send one command; raise the died error if the child is gone. ``wake`` is called once the command
-        is pickled and before it is written (a child that waits on a bell: :mod:`.bells`), so a command that
-        does not pickle raises here and wakes nobody."""
+        is pickled and before it is written (a child that waits on a semaphore: :mod:`.wakeups`), so a command
+        that does not pickle raises here and wakes nobody."""
         if self.broken is not None or self.stopped:  # inline: this is every env step's path
             self._check()
         try:

@@ -2,7 +2,7 @@
 leaves this user's data folder (as Jupyter signs the notebooks it trusts).
 
 Some engines' full training state can only be read by unpickling it (RLlib's ``restore_from_path`` reads
-its state files with pickle): resuming from a checkpoint a stranger made would run their code. The kit
+its state files with pickle): resuming from an untrusted checkpoint would run their code. The kit
 signs each such checkpoint when it writes one and restores only those whose signature this user's key
 verifies; everything else in a run dir is read without unpickling (``runs.untrusted``). Core: no torch or Ray.
 """

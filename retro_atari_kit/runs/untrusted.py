@@ -1,4 +1,4 @@
-"""Files from others are data: reading a zip that a stranger may have made (a run's model, a checkpoint, an
+"""Files from others are data: reading a zip that anyone may have made (a run's model, a checkpoint, an
 exported policy) without running anything from it and without inflating more than the kit expects.
 
 A run dir is made to be shared (``retrokit export``, ``results/``), so every file in it is treated as a

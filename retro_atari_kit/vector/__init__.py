@@ -5,8 +5,7 @@ as ``make_vector_env(num_envs=N, game=<game>, **kwargs)``. Backends (``backend=`
 
 - ``"native"``: ale-py's ``AtariVectorEnv`` (C++ threads) under a thin numpy layer giving the kit's
   semantics (ALE games only, and only for kwargs it can express exactly); in this process, or with
-  ``shards=S`` over S worker processes (the default on 8 cores or more); with ``batch_size=B``, EnvPool's
-  async ``send`` / ``recv`` too.
+  ``shards=S`` over S worker processes (the default on 8 cores or more).
 - ``"subprocess"``: one env per worker process, frames through shared memory, stacking in this process.
 - ``"inprocess"``: all envs stepped in this process (debugging).
 - ``"auto"`` (default): ``native`` for ALE games when the kwargs allow it, else ``subprocess``; always
@@ -107,7 +106,6 @@ def make_vector_env(
     autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     start_method: str | None = None,
     shards: int | None = None,
-    batch_size: int | None = None,
     **kwargs: Any,
 ) -> VectorEnv:
     """Build ``num_envs`` copies of the ``game`` stack as one gymnasium ``VectorEnv``.
@@ -121,9 +119,6 @@ def make_vector_env(
     ``shards`` (native backend only) splits the envs over that many worker processes (``1``: all in this
     process; default: :func:`~retro_atari_kit.vector.native_shards.default_shards`, on 8 cores or more one
     per core with at least two envs each, else 1).
-    ``batch_size`` (native backend only, in this process) adds EnvPool's asynchronous ``async_reset`` /
-    ``send`` / ``recv``, ``recv`` returning the first ``batch_size`` envs to finish
-    (:class:`~retro_atari_kit.vector.native_async.AsyncNativeVectorEnv`).
     Observations are uint8 ``(num_envs, frame_stack, 84, 84)`` and equal those of ``num_envs``
     ``gym.make`` envs; reset with ``seed=s`` seeds env ``i`` with ``s + i``.
     """
@@ -146,13 +141,11 @@ def make_vector_env(
     kind = game_kind(game)
     cfg = _validated(game, kind, kwargs)  # one clear error here, before any worker starts
     chosen = _choose_backend(game, kind, backend, cfg)
-    processes = worker_processes(chosen, num_envs, shards) if batch_size is None else 0
+    processes = worker_processes(chosen, num_envs, shards)
     check_vector_env(f"RetroKit/{game}-v0", num_envs, chosen, cfg, processes)
     # a failed allocation while the envs are made: one line naming them and the limit (a `with`, not a
     # wrapper: the backends' warnings keep pointing at the caller's line)
     with memory_errors(f"making RetroKit/{game}-v0 x {num_envs} envs"):
-        if batch_size is not None:
-            return _make_async(game, num_envs, batch_size, chosen, autoreset_mode, shards, cfg)
         if chosen == "native":
             from retro_atari_kit.vector.native_shards import make_native_vector_env
 
@@ -171,35 +164,3 @@ def make_vector_env(
         from retro_atari_kit.vector.subprocess import make_subprocess_vector_env
 
         return make_subprocess_vector_env(factories, frame_stack, autoreset_mode, start_method)
-
-
-def _make_async(
-    game: str,
-    num_envs: int,
-    batch_size: Any,
-    backend: str,
-    autoreset_mode: AutoresetMode,
-    shards: Any,
-    cfg: dict[str, Any],
-) -> VectorEnv:
-    """The native backend with EnvPool's async API, after checking that the other arguments allow it."""
-    size = as_int(batch_size)
-    if size is None or not 1 <= size <= num_envs:
-        raise ValueError(f"batch_size must be an int from 1 to num_envs={num_envs}, got {batch_size!r}")
-    batch_size = size
-    if backend != "native":
-        raise ValueError(
-            f"batch_size applies to the native ALE backend only; RetroKit/{game}-v0 uses backend={backend!r} "
-            "here (leave batch_size out for the gymnasium API alone)"
-        )
-    if shards not in (None, 1):
-        raise ValueError(
-            f"batch_size runs every env in this process: leave shards out (got shards={shards!r})"
-        )
-    if autoreset_mode != AutoresetMode.NEXT_STEP:
-        raise ValueError(
-            f"batch_size needs autoreset_mode=NEXT_STEP (EnvPool's autoreset); got {autoreset_mode.value!r}"
-        )
-    from retro_atari_kit.vector.native_async import AsyncNativeDriver, AsyncNativeVectorEnv
-
-    return AsyncNativeVectorEnv(AsyncNativeDriver(game, num_envs, cfg), cfg["frame_stack"], batch_size)

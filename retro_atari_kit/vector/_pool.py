@@ -1,4 +1,4 @@
-"""What the process backends share: worker processes rung by :class:`~retro_atari_kit.processes.Bells`, one
+"""What the process backends share: worker processes woken by :class:`~retro_atari_kit.processes.Wakeups`, one
 shared-memory segment, the pipe for everything else, and one way to break down (a worker that dies stops
 the others, and every later call raises the same error)."""
 
@@ -14,10 +14,10 @@ import numpy as np
 
 from retro_atari_kit.limits import check_shared_memory
 from retro_atari_kit.processes import (
-    Bells,
-    ChildBell,
     ChildDiedError,
     ChildProcess,
+    ChildWakeup,
+    Wakeups,
     default_start_method,
     receive_all,
     serve,
@@ -56,12 +56,12 @@ def start_worker(
     )
 
 
-class BellWorker(ABC):
+class WakeupWorker(ABC):
     """The worker side's loop: the pipe alone until the shared memory is attached (:meth:`_attach`, the twin
-    of :meth:`WorkerPool._share`), then steps by the ``bell`` (:meth:`_step`) and every other command over
+    of :meth:`WorkerPool._share`), then steps by the ``wakeup`` (:meth:`_step`) and every other command over
     the pipe."""
 
-    bell: ChildBell
+    wakeup: ChildWakeup
     shm: SharedMemory | None = None
     shared: Any = None  # the subclass's layout of the segment, once attached
 
@@ -69,15 +69,15 @@ class BellWorker(ABC):
         if self.shared is None:  # before the shared memory is attached, only the pipe
             return conn.recv()
         while True:
-            message = self.bell.wait(conn)
+            message = self.wakeup.wait(conn)
             if message is not None:
                 return message
             self._step(conn)
 
     @abstractmethod
     def _step(self, conn: Connection) -> None:
-        """One step for the bell: results into shared memory, what does not fit there on the pipe, then
-        ``bell.finished()``."""
+        """One step for a wake-up: results into shared memory, what does not fit there on the pipe, then
+        ``wakeup.finished()``."""
 
     def _attach(self, name: str, layout: Callable[[Any], Any]) -> None:
         """Attach to the main process's segment ``name`` (untracked) and lay it out (``layout(buffer)``)."""
@@ -110,13 +110,14 @@ class SharedLayout:
 
 
 class WorkerPool:
-    """Worker processes of one vector env, each started with its bell; subclasses add the shared memory and
-    the driver API. ``start(rank, bell)`` starts worker ``rank``; a failure while starting closes them all."""
+    """Worker processes of one vector env, each started with its wake-up semaphore; subclasses add the shared
+    memory and the driver API. ``start(rank, wakeup)`` starts worker ``rank``; a failure while starting closes
+    them all."""
 
     closed_message = "the vector env is closed"
 
     def __init__(
-        self, workers: int, start_method: str | None, start: Callable[[int, ChildBell], ChildProcess]
+        self, workers: int, start_method: str | None, start: Callable[[int, ChildWakeup], ChildProcess]
     ):
         if start_method is None:
             start_method = default_start_method()
@@ -128,10 +129,10 @@ class WorkerPool:
         self._shm: SharedMemory | None = None
         self._shared: Any = None  # the subclass's layout of the segment, once shared
         self.workers: list[ChildProcess] = []
-        self._bells = Bells(workers, start_method)
+        self._wakeups = Wakeups(workers, start_method)
         try:
             for rank in range(workers):
-                self.workers.append(start(rank, self._bells.child(rank)))
+                self.workers.append(start(rank, self._wakeups.child(rank)))
         except BaseException as exc:
             self._started_badly(exc)
             raise
@@ -166,14 +167,14 @@ class WorkerPool:
             raise RuntimeError(self.closed_message)
 
     def _send_each(self, messages: list[tuple[int, str, Any]]) -> list[ChildProcess]:
-        """Send ``(rank, command, data)`` messages, each with its ring; the workers sent to, in order. A
-        message whose data cannot be sent (it does not pickle: nothing reaches the pipe, no ring) raises,
+        """Send ``(rank, command, data)`` messages, each with its wake-up; the workers sent to, in order. A
+        message whose data cannot be sent (it does not pickle: nothing reaches the pipe, no wake-up) raises,
         after the answers of the messages already sent have been read, so no answer waits in a pipe for
         a later call to take as its own."""
         sent: list[ChildProcess] = []
         try:
             for rank, command, data in messages:
-                self.workers[rank].send(command, data, wake=lambda rank=rank: self._bells.wake(rank))
+                self.workers[rank].send(command, data, wake=lambda rank=rank: self._wakeups.wake(rank))
                 sent.append(self.workers[rank])
         except ChildDiedError:
             raise
@@ -207,9 +208,9 @@ class WorkerPool:
             return
         self.closed = True
         for rank in range(len(self.workers)):
-            self._bells.wake(rank)  # to read the close stop_all writes (a worker may be on its bell)
+            self._wakeups.wake(rank)  # to read the close stop_all writes (a worker may be on its semaphore)
         stop_all(self.workers)  # bounded even here: close() must never hang
-        self._bells.close()
+        self._wakeups.close()
         if self._shm is not None:
             self._release_views()
             try:

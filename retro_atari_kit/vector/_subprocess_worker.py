@@ -1,7 +1,7 @@
-"""The worker side of the subprocess backend: one env, its slots in shared memory, and its bell.
+"""The worker side of the subprocess backend: one env, its slots in shared memory, and its semaphore.
 
 The layout of the one shared-memory segment (:class:`Shared`) is computed the same way in the main process
-and in every worker. A worker rung by its bell steps its env with the action in shared memory and writes
+and in every worker. A worker woken by its semaphore steps its env with the action in shared memory and writes
 the frame, reward, flags and info there; an info that does not fit (other types, more keys, the true score
 at a game's end), an env's exception, and every other command travel over its pipe.
 """
@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from retro_atari_kit.processes import ChildBell, reply, reply_error
+from retro_atari_kit.processes import ChildWakeup, reply, reply_error
 from retro_atari_kit.vector._factory import EnvFactory
-from retro_atari_kit.vector._pool import IN_MEMORY, ON_PIPE, BellWorker, SharedLayout
+from retro_atari_kit.vector._pool import IN_MEMORY, ON_PIPE, SharedLayout, WakeupWorker
 
 MAX_INFO_KEYS = 64  # an info with more keys travels over the pipe
 _INFO_TYPES = (int, float, bool)  # the types StackedVectorEnv batches into one array per key
@@ -49,13 +49,13 @@ def info_schema(info: dict) -> Schema | None:
     return tuple(info), types
 
 
-class EnvWorker(BellWorker):
+class EnvWorker(WakeupWorker):
     """The worker's side (run by :func:`~retro_atari_kit.processes.serve`): one env, its shared-memory
-    slots, and its bell; steps arrive by the bell, everything else over the pipe."""
+    slots, and its semaphore; steps arrive by a wake-up, everything else over the pipe."""
 
-    def __init__(self, rank: int, factory: EnvFactory, bell: ChildBell):
+    def __init__(self, rank: int, factory: EnvFactory, wakeup: ChildWakeup):
         self.rank = rank
-        self.bell = bell
+        self.wakeup = wakeup
         self.env = factory()  # construction errors (bad kwargs, missing ROM) reach the caller as themselves
         self.schema: Schema | None = None  # what the main process knows of this worker's infos
 
@@ -65,7 +65,7 @@ class EnvWorker(BellWorker):
         return self.env.observation_space, self.env.action_space, meta
 
     def _step(self, conn: Connection) -> None:
-        """One env step for the bell; the result in shared memory, what does not fit there on the pipe."""
+        """One env step for a wake-up; the result in shared memory, what does not fit there on the pipe."""
         shared, rank = self.shared, self.rank
         where = IN_MEMORY
         try:
@@ -89,7 +89,7 @@ class EnvWorker(BellWorker):
             reply_error(conn, exc)
             where = ON_PIPE
         shared.flags[rank, 2] = where
-        self.bell.finished()
+        self.wakeup.finished()
 
     def _write_info(self, info: dict) -> bool:
         """Write ``info``'s values into shared memory if it has this worker's schema."""

@@ -84,10 +84,7 @@ class FrameWarper:
 
     def _serve(self, jobs: queue.SimpleQueue) -> None:
         while (job := jobs.get()) is not None:
-            if callable(job):  # a task of run_on
-                job()
-            else:
-                self._run(*job)
+            self._run(*job)
             job = None  # hold no frames or driver between steps
 
     def _run(self, sources, rows, out, start, done: Pending) -> None:
@@ -135,13 +132,6 @@ class FrameWarper:
         for jobs, (lo, hi) in zip(self._jobs, itertools.pairwise(bounds), strict=False):
             jobs.put((sources[lo:hi], rows[lo:hi], out, start, done))
         return done
-
-    def run_on(self, thread: int, task: Callable[[], None]) -> None:
-        """Run ``task()`` on worker thread ``thread`` (after the jobs already queued there); ``task`` reports
-        its own result and errors (the async API of :mod:`retro_atari_kit.vector.native_async`)."""
-        if self._closed:
-            raise RuntimeError("this FrameWarper is closed")
-        self._jobs[thread].put(task)
 
     def wait(self, pending: Pending) -> None:
         """Block until the submitted chunks are done; the first worker exception is raised here."""

@@ -9,7 +9,7 @@ block's other envs (C++ threads) still emulate. Workers share no GIL, so the war
 
 Frames are those of the in-process native backend, bit for bit: each worker runs the same driver, whose
 warp writes straight into shared memory; env ``i`` of the vector env is env ``i - lo`` of its block, with
-the same seed. A step is one wake-up for all workers (:class:`~retro_atari_kit.processes.Bells`): the
+the same seed. A step is one wake-up for all workers (:class:`~retro_atari_kit.processes.Wakeups`): the
 actions, the reset mask and the autoreset mode go into shared memory, every worker steps its block and
 writes frames, rewards, flags and ALE's counters there, and the last one to finish releases the main
 process. The rare rest (a game's true score, the final frame's info of a same-step autoreset, an
@@ -33,9 +33,9 @@ from gymnasium.vector import AutoresetMode
 
 from retro_atari_kit.errors import as_int
 from retro_atari_kit.processes import (
-    ChildBell,
     ChildDiedError,
     ChildProcess,
+    ChildWakeup,
     receive_all,
     reply,
     reply_error,
@@ -43,8 +43,8 @@ from retro_atari_kit.processes import (
 from retro_atari_kit.vector._pool import (
     IN_MEMORY,
     ON_PIPE,
-    BellWorker,
     SharedLayout,
+    WakeupWorker,
     WorkerPool,
     WorkerVectorEnv,
     start_worker,
@@ -103,16 +103,16 @@ class ShardShared(SharedLayout):
         self.where = self._take(buffer, (shards,), np.uint8)
 
 
-class ShardWorker(BellWorker):
+class ShardWorker(WakeupWorker):
     """The worker's side (run by :func:`~retro_atari_kit.processes.serve`): a native driver over envs
-    ``[lo, hi)``; steps arrive by the bell, everything else over the pipe."""
+    ``[lo, hi)``; steps arrive by a wake-up, everything else over the pipe."""
 
-    def __init__(self, shard: int, lo: int, hi: int, shards: int, game: str, cfg: dict, bell: ChildBell):
+    def __init__(self, shard: int, lo: int, hi: int, shards: int, game: str, cfg: dict, wakeup: ChildWakeup):
         self.shard, self.lo, self.hi, self.shards = shard, lo, hi, shards
-        self.bell = bell
+        self.wakeup = wakeup
         self.driver = NativeDriver(game, hi - lo, cfg, warp_threads=0)
-        # woken by its bell, this thread then does not preempt the main process before it has rung the
-        # other workers (a ring cost the main process 45 us, 12 us with this; docs/performance.md)
+        # woken by its semaphore, this thread then does not preempt the main process before it has woken the
+        # other workers (a wake-up cost the main process 45 us, 12 us with this; docs/performance.md)
         schedule_as_batch({threading.get_native_id()})
 
     def hello(self) -> tuple:
@@ -141,7 +141,7 @@ class ShardWorker(BellWorker):
             reply_error(conn, exc)
             where = ON_PIPE
         shared.where[self.shard] = where
-        self.bell.finished()
+        self.wakeup.finished()
 
     def handle(self, command: str, data: Any) -> Any:
         driver = self.driver
@@ -168,11 +168,17 @@ class ShardWorker(BellWorker):
 
 
 def _start_shard(
-    shard: int, block: tuple[int, int], shards: int, game: str, cfg: dict, start_method: str, bell: ChildBell
+    shard: int,
+    block: tuple[int, int],
+    shards: int,
+    game: str,
+    cfg: dict,
+    start_method: str,
+    wakeup: ChildWakeup,
 ) -> ChildProcess:
     lo, hi = block
     who = f"envs {lo}-{hi - 1} (RetroKit/{game}-v0): their worker process"
-    args = (shard, lo, hi, shards, game, cfg, bell)
+    args = (shard, lo, hi, shards, game, cfg, wakeup)
     return start_worker(ShardWorker, args, who, f"retrokit-shard-{shard}", start_method, rank=lo)
 
 
@@ -195,7 +201,7 @@ class ShardedNativeDriver(WorkerPool):
         super().__init__(
             shards,
             start_method,
-            lambda s, bell: _start_shard(s, self.blocks[s], shards, game, cfg, self.start_method, bell),
+            lambda s, wakeup: _start_shard(s, self.blocks[s], shards, game, cfg, self.start_method, wakeup),
         )
         try:
             self.frame_space, self.action_space, self.metadata = receive_all(self.workers, timeout)[0]
@@ -229,8 +235,8 @@ class ShardedNativeDriver(WorkerPool):
             shared.actions[:] = actions
             shared.reset_mask[:] = reset_mask
             shared.same_step[0] = same_step
-            self._bells.start(everyone)
-            self._bells.wait(workers)
+            self._wakeups.start(everyone)
+            self._wakeups.wait(workers)
             answers = receive_all([workers[s] for s in everyone if shared.where[s] == ON_PIPE])
         except ChildDiedError as exc:
             self._died(exc)

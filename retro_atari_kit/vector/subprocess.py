@@ -5,8 +5,8 @@ written into a shared-memory array. Frame stacking happens in the main process (
 This is the backend for stable-retro (one emulator per process) and the fallback for ALE kwargs the native
 backend cannot express.
 
-A step is one wake-up for all workers (:class:`~retro_atari_kit.processes.Bells`): the actions are written
-into shared memory, each worker is rung, steps its env and writes its frame, reward, flags and info into
+A step is one wake-up for all workers (:class:`~retro_atari_kit.processes.Wakeups`): the actions are written
+into shared memory, each worker is woken, steps its env and writes its frame, reward, flags and info into
 shared memory, and the last one to finish releases the main process. Infos whose values are all ``int``,
 ``float`` or ``bool`` travel that way (per worker, its keys and types are sent once over the pipe, then only
 the values); any other info (e.g. the true score at a game's end), a reset, ``call``, ``set_attr``, an
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from retro_atari_kit.processes import ChildBell, ChildDiedError, ChildProcess, receive_all
+from retro_atari_kit.processes import ChildDiedError, ChildProcess, ChildWakeup, receive_all
 from retro_atari_kit.vector._factory import EnvFactory
 from retro_atari_kit.vector._pool import (
     ON_PIPE,
@@ -44,14 +44,14 @@ from retro_atari_kit.vector._subprocess_worker import EnvWorker, Schema, Shared
 __all__ = ["START_METHODS", "SubprocessDriver", "WorkerDiedError"]
 
 
-def _start_worker(rank: int, factory: EnvFactory, start_method: str, bell: ChildBell) -> ChildProcess:
+def _start_worker(rank: int, factory: EnvFactory, start_method: str, wakeup: ChildWakeup) -> ChildProcess:
     game = getattr(factory, "game", None)
     who = (
         f"env rank {rank} (RetroKit/{game}-v0): its worker process"
         if game
         else f"env rank {rank}: its worker process"
     )
-    return start_worker(EnvWorker, (rank, factory, bell), who, f"retrokit-env-{rank}", start_method, rank)
+    return start_worker(EnvWorker, (rank, factory, wakeup), who, f"retrokit-env-{rank}", start_method, rank)
 
 
 class SubprocessDriver(WorkerPool):
@@ -65,7 +65,9 @@ class SubprocessDriver(WorkerPool):
         self._schemas: list[Schema | None] = [None] * n  # each worker's info schema, as it sent it
         self._common: list[tuple[str, int, type]] | None = None  # the schema every worker has, if any
         super().__init__(
-            n, start_method, lambda rank, bell: _start_worker(rank, factories[rank], self.start_method, bell)
+            n,
+            start_method,
+            lambda rank, wakeup: _start_worker(rank, factories[rank], self.start_method, wakeup),
         )
         try:
             spaces = receive_all(self.workers, self.timeout)
@@ -88,10 +90,10 @@ class SubprocessDriver(WorkerPool):
         try:
             shared.actions[:] = actions
             shared.same_step[0] = same_step
-            self._bells.start(stepping)
+            self._wakeups.start(stepping)
             self._send_each([(i, "reset", (None, None)) for i in resets])
             if stepping:
-                self._bells.wait(workers)
+                self._wakeups.wait(workers)
             on_pipe = [i for i in np.flatnonzero(shared.flags[:, 2] == ON_PIPE).tolist() if i not in resets]
             answers = self._receive(resets + on_pipe)
         except ChildDiedError as exc:

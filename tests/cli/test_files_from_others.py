@@ -1,4 +1,4 @@
-"""A run dir is data, not code: what a stranger's run dir, checkpoint or model file may hold (pickled values
+"""A run dir is data, not code: what an untrusted run dir, checkpoint or model file may hold (pickled values
 that run code, weights that ask torch to run code, a compression bomb, links out of the run dir, a damaged
 config.yaml) never runs, never fills memory, never leaves the run dir, and is refused in one line. Real
 ``retrokit`` processes on a real tiny run; the crafted payload is live (SB3's own ``load`` runs it)."""

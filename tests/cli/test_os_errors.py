@@ -1,4 +1,4 @@
-"""When the operating system says no (issue 32): a name too long, a path under /proc, a read-only run dir or
+"""When the operating system says no: a name too long, a path under /proc, a read-only run dir or
 disk, a full disk, a folder where a file is expected, a link to nothing in the run dir, an ASCII locale.
 
 Every command that reads or writes paths gives exactly one ``retrokit: error:`` line and exit 2, said before

@@ -1,4 +1,4 @@
-"""The run layer's one new-run check and one resume check (issue 32): the env is built once before training,
+"""The run layer's one new-run check and one resume check: the env is built once before training,
 an edited ``config.yaml`` is honoured or refused (never ignored), and a refused resume changes nothing in the
 run dir, not even the leftovers of a write cut short. Real ALE envs, real SB3 PPO steps."""
 

@@ -1,4 +1,4 @@
-"""Damaged logs (issue 32): monitor CSVs and progress tables with bytes that are not UTF-8, NUL bytes, lost
+"""Damaged logs: monitor CSVs and progress tables with bytes that are not UTF-8, NUL bytes, lost
 header lines, cut-off lines or nothing at all never make ``retrokit plot`` or ``retrokit train --resume``
 fail; a refused resume leaves every byte of the run dir as it was; an export kept inside a run is not
 plotted twice. Every run here is written by the kit itself (one tiny real PPO run on Pong), then damaged."""

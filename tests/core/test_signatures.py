@@ -28,7 +28,7 @@ def test_a_signed_checkpoint_verifies_and_any_change_does_not(tmp_path, data_hom
     assert (data_home / "retrokit" / "checkpoint-key").stat().st_mode & 0o777 == 0o600
     assert key_path() == str(data_home / "retrokit" / "checkpoint-key")
     check_signed(str(ckpt))
-    (ckpt / "learner" / "state.pkl").write_bytes(b"\x80\x04crm\n.")  # a stranger's pickle swapped in
+    (ckpt / "learner" / "state.pkl").write_bytes(b"\x80\x04crm\n.")  # an untrusted pickle swapped in
     with pytest.raises(RunError, match="no valid signature.*pickle, which can run code"):
         check_signed(str(ckpt))
 

@@ -302,7 +302,9 @@ def test_close_unlinks_the_shared_memory_and_the_semaphores(start_method):
     venv = make_vector_env("Pong", num_envs=2, backend="subprocess", start_method=start_method)
     driver = venv.driver
     names = [f"/dev/shm/{driver._shm.name.lstrip('/')}"]
-    names += [f"/dev/shm/sem.{bell._semlock.name.lstrip('/')}" for bell in driver._bells._bells]
+    names += [
+        f"/dev/shm/sem.{semaphore._semlock.name.lstrip('/')}" for semaphore in driver._wakeups._semaphores
+    ]
     assert all(os.path.exists(name) for name in names)
     venv.reset(seed=0)
     venv.step(np.zeros(2, dtype=np.int64))
@@ -311,7 +313,7 @@ def test_close_unlinks_the_shared_memory_and_the_semaphores(start_method):
 
 
 def test_a_vector_env_never_closed_ends_with_the_interpreter(tmp_path):
-    """Workers wait on their bell, not their pipe: the stop sent at interpreter exit still reaches them."""
+    """Workers wait on their semaphore, not their pipe: the stop sent at interpreter exit reaches them."""
     script = tmp_path / "unclosed.py"
     script.write_text(
         textwrap.dedent("""

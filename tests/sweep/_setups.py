@@ -379,7 +379,7 @@ def rllib_run_copy(name: str = "run") -> Setup:
 
 
 def tampered_rllib_state(d: Path) -> None:
-    """A byte added to each RLlib state file of the run copy's checkpoints (another pickle, as a stranger's
+    """A byte added to each RLlib state file of the run copy's checkpoints (another pickle, as untrusted
     would be)."""
     for path in (d / "run" / "checkpoints").glob("*/algorithm_state.pkl"):
         with open(path, "ab") as fh:

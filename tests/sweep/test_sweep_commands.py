@@ -54,7 +54,7 @@ def other_cases() -> list[Case]:
             writes_nothing=False,
             needles=("skipped 2 row",),
         ),  # fmt: skip
-        # damaged logs never stop the plot (issue 32): one warning line naming the file, the rest is plotted
+        # damaged logs never stop the plot: one warning line naming the file, the rest is plotted
         *(
             Case(
                 g,

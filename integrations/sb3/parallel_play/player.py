@@ -51,13 +51,13 @@ def _die_with_parent() -> None:
 
 
 class _Player:
-    def __init__(self, conn: Connection, bells: tuple[Any, Any], env_args: dict[str, Any], parent: int):
+    def __init__(self, conn: Connection, semaphores: tuple[Any, Any], env_args: dict[str, Any], parent: int):
         import torch
         from retro_atari_kit.integrations.sb3.launcher import make_vec_env
 
         torch.set_num_threads(1)  # one core for play; the trainer's threads get the rest
         self.torch = torch
-        self.conn, (self.played, self.trained), self.parent = conn, bells, parent
+        self.conn, (self.played, self.trained), self.parent = conn, semaphores, parent
         self.env = make_vec_env(**env_args)
         self.n = self.env.num_envs
         self.last: np.ndarray | None = None
@@ -180,13 +180,13 @@ class _Player:
         self.env.close()
 
 
-def main(conn: Connection, bells: tuple[Any, Any], env_args: dict[str, Any], parent: int) -> None:
+def main(conn: Connection, semaphores: tuple[Any, Any], env_args: dict[str, Any], parent: int) -> None:
     """Entry point of the play process (see the module docstring); its errors reach the trainer through the
     child-process host."""
     _die_with_parent()
     import retro_atari_kit  # noqa: F401  (a spawned process must register the RetroKit/ IDs itself)
 
-    player = _Player(conn, bells, env_args, parent)
+    player = _Player(conn, semaphores, env_args, parent)
     try:
         player.run()
     finally:

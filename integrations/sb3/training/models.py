@@ -49,7 +49,7 @@ def save_final(model: Any, run_dir: str, save_replay: bool = False) -> str:
 
 def checkpoint_data(model_zip: str) -> dict[str, Any] | None:
     """The JSON ``data`` an SB3 zip stores (attributes, spaces, ``num_timesteps``), or None if unreadable."""
-    try:  # size-checked before inflating: a stranger's zip may be a bomb
+    try:  # size-checked before inflating: an untrusted zip may be a bomb
         data = read_json_member(model_zip)
         int(data["num_timesteps"])
     except Exception:  # noqa: BLE001 - any damage means "unreadable"
@@ -120,7 +120,7 @@ def latest_model(run_dir: str) -> tuple[str, int]:
         raise RunError(f"no model.zip or checkpoint in {run_dir}; train first (retrokit train ...)")
     steps = read_steps_of(candidate)
     if steps is None:
-        try:  # a file refused as a stranger's (a bomb, a link out) says why, not just "unreadable"
+        try:  # a file refused as untrusted (a bomb, a link out) says why, not just "unreadable"
             read_json_member(candidate)
         except UntrustedFileError as exc:
             raise RunError(str(exc)) from None

@@ -113,7 +113,7 @@ def _check_env(config: dict[str, Any], env: gym.Env, force: bool) -> list[str]:
 
 
 def _read_checkpoint(path: str) -> SavedPolicy:
-    try:  # a file refused as a stranger's (a bomb) says why
+    try:  # a file refused as untrusted (a bomb) says why
         read_json_member(path)
     except UntrustedFileError as exc:
         raise RunError(f"{exc}; delete it to resume from the previous checkpoint") from None

@@ -1,4 +1,4 @@
-"""Files a stranger may have made (docs/cli.md, "Files from others"): pickles, torch globals, bombs, links out
+"""Files anyone may have made (docs/cli.md, "Files from others"): pickles, torch globals, bombs, links out
 of the run dir, RLlib state this user's kit did not sign."""
 
 from __future__ import annotations
@@ -41,13 +41,13 @@ IN_TESTS_CLI = {
 }
 
 
-def stranger_cases() -> list[Case]:
-    """Files a stranger may have made: pickles, torch globals, bombs, links out of the run dir."""
+def untrusted_cases() -> list[Case]:
+    """Files an untrusted source may have made: pickles, torch globals, bombs, links out of the run dir."""
     cases: list[Case] = []
     works = {"expect": "clean", "exit_code": 0, "check": no_marker, "writes_nothing": False}
 
     def add(group: str, *argv: str, **kw) -> None:
-        cases.append(Case(f"strangers: {group}", list(argv), **kw))
+        cases.append(Case(f"untrusted: {group}", list(argv), **kw))
 
     planted = [run_copy(), planted_pickles("model.zip"), planted_pickles("checkpoints/*.zip")]
     g = "pickled values"
@@ -74,13 +74,13 @@ def stranger_cases() -> list[Case]:
 
 # RLlib unpickles its state: only checkpoints this user's kit signed are resumed
 RLLIB_STATE = Case(
-    "strangers: rllib state", ["train", "--resume", "run", "--timesteps", "160"],
+    "untrusted: rllib state", ["train", "--resume", "run", "--timesteps", "160"],
     setup=[rllib_run_copy(), named("its state tampered with", tampered_rllib_state)],
     needles=("no valid signature",), check=no_marker,
 )  # fmt: skip
 
 
-@pytest.mark.parametrize("case", params(ci_first(without(stranger_cases(), IN_TESTS_CLI))))
+@pytest.mark.parametrize("case", params(ci_first(without(untrusted_cases(), IN_TESTS_CLI))))
 def test_case(case: Case, sweep, tmp_path) -> None:
     check(case, tmp_path)
 

@@ -1,4 +1,4 @@
-"""SB3's own doors report true game scores on kit envs: PPO("CnnPolicy", id), SB3's make_vec_env,
+"""SB3's own entry points report true game scores on kit envs: PPO("CnnPolicy", id), SB3's make_vec_env,
 Monitor under evaluate_policy, VecMonitor; VecFrameStack over a kit env warns.
 
 SpaceInvaders has three lives and rewards of 5-30 points: per-life clipped returns (what a plain Monitor
