@@ -31,7 +31,8 @@ def seeded(seed: int) -> Iterator[None]:
         np.random.set_state(state)
 
 
-def _rliable():
+def rliable_modules() -> tuple:
+    """rliable's ``library`` and ``metrics`` modules, or one RunError saying how to install them."""
     try:
         from rliable import library, metrics
     except ImportError as exc:
@@ -44,7 +45,7 @@ def _rliable():
 
 def metric_functions() -> dict:
     """name -> rliable's function of a ``(runs, games)`` matrix."""
-    _, m = _rliable()
+    _, m = rliable_modules()
     return {
         "IQM": m.aggregate_iqm,
         "median": m.aggregate_median,
@@ -68,7 +69,7 @@ def aggregate_with_ci(
     """``{agent: {metric: (point, low, high)}}`` for IQM, median, mean and optimality gap (threshold 1.0),
     with ``ci`` stratified bootstrap confidence intervals over ``reps`` resamples (seeded: the same numbers
     on every run of a report)."""
-    library, _ = _rliable()
+    library, _ = rliable_modules()
     funcs = metric_functions()
     arrays = {k: _check(k, v) for k, v in score_dict.items()}
 
@@ -94,7 +95,7 @@ def probability_of_improvement(
     """P(X > Y): the probability that a run of X beats a run of Y on a game drawn at random (Mann-Whitney
     U per game, averaged over games), with its stratified bootstrap CI. Both matrices have the same games
     (columns) in the same order; their numbers of runs may differ."""
-    library, m = _rliable()
+    library, m = rliable_modules()
     x, y = _check("X", scores_x), _check("Y", scores_y)
     if x.shape[1] != y.shape[1]:
         raise RunError(f"probability of improvement needs the same games: X has {x.shape[1]}, Y {y.shape[1]}")
@@ -113,7 +114,7 @@ def performance_profiles(
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """rliable's run-score distributions: for each agent, the fraction of (run, game) scores above each
     threshold in ``taus`` (:func:`rliable.library.score_distributions`), with seeded bootstrap CIs."""
-    library, _ = _rliable()
+    library, _ = rliable_modules()
     arrays = {k: _check(k, v) for k, v in score_dict.items()}
     taus = np.asarray(taus, dtype=np.float64)
     with seeded(seed):

@@ -29,10 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from retro_atari_kit.errors import RunError
 
-if TYPE_CHECKING:  # annotations only: runs.spec needs ENGINES (through runs.layout) at import
+if TYPE_CHECKING:  # annotations only
     import gymnasium as gym
-
-    from retro_atari_kit.runs.spec import TrainSpec
 
 __all__ = [
     "ENGINES",
@@ -133,7 +131,7 @@ class EngineRules:
     """
 
     name: str
-    resolve: Callable[[TrainSpec], dict[str, Any]]
+    resolve: Callable[[Any], dict[str, Any]]  # a runs.spec.TrainSpec (spec imports this module's ENGINES)
     check_env: Callable[[dict[str, Any], gym.Env, bool], list[str]]
     checkpoints: Callable[[str], list[tuple[int, str]]]
     read_checkpoint: Callable[[str], SavedPolicy]

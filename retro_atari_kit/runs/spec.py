@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from retro_atari_kit.runs.layout import ENGINES
+from retro_atari_kit.runs.engine import ENGINES
 
 
 @dataclass(frozen=True)
