@@ -178,7 +178,7 @@ def test_plain_sb3_contenders_use_sb3s_own_classes(monkeypatch):
     ppo = ppo_throughput.make_sb3("nature", "gpu", overrides={"n_envs": 1, "n_steps": 8})
     ppo.get_env().close()
     assert type(ppo.policy) is ActorCriticCnnPolicy and type(ppo.rollout_buffer) is RolloutBuffer
-    assert ppo.batch_size == 1024 and not ppo.policy.optimizer.defaults.get("fused")
+    assert ppo.batch_size == 256 and not ppo.policy.optimizer.defaults.get("fused")
     dqn, venv = dqn_fast_throughput.make_sb3(100, overrides={"buffer_size": 1000})
     venv.close()
     assert type(dqn.policy) is CnnPolicy and dqn.replay_buffer.__module__.startswith("stable_baselines3")
