@@ -9,6 +9,8 @@ CLI's eval / record loops use it unchanged.
 from __future__ import annotations
 
 import os
+import warnings
+import zipfile
 from typing import Any
 
 import gymnasium as gym
@@ -16,6 +18,7 @@ import numpy as np
 import torch
 from retro_atari_kit.integrations.rllib.nets import build_encoder, build_heads, dueling_q
 
+from retro_atari_kit.files import read_error_message
 from retro_atari_kit.runs import RunError, final_model_path, list_checkpoints, load_config
 
 POLICY_FILE = "policy.pt"
@@ -149,11 +152,26 @@ def resolve_policy_path(path: str) -> str:
 
 
 def read_policy_file(file: str) -> dict[str, Any]:
-    """The payload of a ``policy.pt`` (:func:`policy_payload`); torch's exception if it cannot be read.
+    """The payload of a ``policy.pt`` (:func:`policy_payload`); one-line RunError naming the file if it is
+    not one (unreadable, not torch's zip format, not a mapping with the payload's ``steps`` and ``algo``).
 
     ``weights_only``: plain tensors and built-in types, no pickled code. ``mmap``: tensors are read from the
     file only when used, so a caller that needs only ``steps`` or ``algo`` reads a few bytes."""
-    return torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+    try:
+        if not zipfile.is_zipfile(file):  # torch.save writes a zip; anything else is not the kit's file
+            open(file, "rb").close()  # an unreadable file says so, not "not a policy file"
+            raise ValueError("not a file torch.save wrote")
+        with warnings.catch_warnings():  # torch's notes on a file it refuses: the line below says it
+            warnings.simplefilter("ignore")
+            payload = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+        if not isinstance(payload, dict) or not {"steps", "algo"} <= payload.keys():
+            raise ValueError("not the kit's policy payload")
+    except OSError as exc:
+        raise RunError(read_error_message(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - a damaged or foreign file: one line, whatever torch raised
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RunError(f"cannot read {file}: {why}; use another checkpoint of the run") from None
+    return payload
 
 
 def load_model(path: str, device: str = "auto", algo: str | None = None) -> KitPolicy:

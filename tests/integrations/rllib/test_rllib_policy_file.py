@@ -1,0 +1,43 @@
+"""An RLlib run's ``policy.pt`` is data: one that torch.save did not write, or that holds something else than
+the kit's payload, is one error line naming the file (no traceback, no torch warning before it), for
+``retrokit eval`` of the run dir (the committed RLlib agent, copied, its final policy replaced)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+RUN = os.path.join(ROOT, "results", "pong-rllib-ppo-3m-0")
+
+DAMAGED = {
+    "a plain pickle": (lambda path: open(path, "wb").write(pickle.dumps({"a": 1}, protocol=4)), "torch.save"),
+    "a torch file of another kind": (lambda path: torch.save([1, 2], path), "not the kit's policy payload"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGED))
+def test_a_policy_file_that_is_not_the_kits_is_one_error_line(damage, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    write, words = DAMAGED[damage]
+    write(str(run / "model" / "policy.pt"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "retro_atari_kit.cli", "eval", str(run), "--episodes", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert (
+        lines[0].startswith(f"retrokit: error: cannot read {run / 'model' / 'policy.pt'}: ")
+        and words in lines[0]
+    )
