@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -133,3 +134,19 @@ def fill(folder: Path) -> None:
             with contextlib.suppress(OSError):
                 while True:
                     fh.write(b"\0" * chunk)
+
+
+def edit_record(path: str, changes: dict[str, object]) -> None:
+    """Damage an eval record as a disk or another hand might: each ``key`` (``protocol.<name>`` reaches into
+    the protocol mapping) set to its value, or removed where the value is ``...``."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    for key, value in changes.items():
+        inner = key.startswith("protocol.")
+        target, name = (data["protocol"], key.split(".", 1)[1]) if inner else (data, key)
+        if value is ...:
+            del target[name]
+        else:
+            target[name] = value
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f)

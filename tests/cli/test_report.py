@@ -15,6 +15,7 @@ from retro_atari_kit.cli import main
 from retro_atari_kit.evaluation import ATARI5, atari5_median_estimate, human_normalized
 from retro_atari_kit.evaluation.protocols import PROTOCOLS
 from retro_atari_kit.evaluation.records import make_record, write_record
+from tests.cli._run import edit_record
 
 COMMITTED_RUN = os.path.join(os.path.dirname(__file__), "..", "..", "results", "pong-dqn-0")
 A_GAMES = ("Pong", "Breakout", *ATARI5)
@@ -147,7 +148,6 @@ def one_record(folder, run: str = "pong-0", game: str = "Pong", algo: str = "ppo
     """An eval record written by the kit's own writer into ``folder``, then ``changes`` made to it as a
     stranger's hand or a damaged disk leaves it (``"protocol.x"`` names a field of the protocol; the value
     ``...`` removes the field)."""
-    import json
 
     record = make_record(
         scores=[-21.0, -20.0, -19.0],
@@ -165,17 +165,7 @@ def one_record(folder, run: str = "pong-0", game: str = "Pong", algo: str = "ppo
     )
     path = write_record(record, str(folder))
     if changes:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        for key, value in changes.items():
-            inner = key.startswith("protocol.")
-            target, name = (data["protocol"], key.split(".", 1)[1]) if inner else (data, key)
-            if value is ...:
-                del target[name]
-            else:
-                target[name] = value
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(data, f)
+        edit_record(path, changes)
     return path
 
 

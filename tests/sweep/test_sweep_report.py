@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli._run import edit_record
 from tests.sweep._setups import folder, named, replace_with, run_copy, text
 from tests.sweep._sweep import Case, check, ci_first, params
 
@@ -31,17 +32,8 @@ def record(run: str = "pong-0", algo: str = "ppo", changes: dict | None = None, 
             eval_seed=0, deterministic=False, command="retrokit eval ...",
         )  # fmt: skip
         path = write_record(data, str(d / into))
-        if not changes:
-            return
-        data = json.loads(Path(path).read_text())
-        for key, value in changes.items():
-            inner = key.startswith("protocol.")
-            target, name = (data["protocol"], key.split(".", 1)[1]) if inner else (data, key)
-            if value is ...:
-                del target[name]
-            else:
-                target[name] = value
-        Path(path).write_text(json.dumps(data))  # as a damaged disk or a stranger's hand leaves it
+        if changes:
+            edit_record(path, changes)  # as a damaged disk or an untrusted hand leaves it
 
     shown = ", ".join(f"{k}: {'removed' if v is ... else json.dumps(v)}" for k, v in (changes or {}).items())
     return named(f"record {into}/{run}" + (f" ({shown})" if shown else ""), setup)
