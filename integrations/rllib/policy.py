@@ -177,12 +177,7 @@ def read_policy_file(file: str) -> dict[str, Any]:
 def load_model(path: str, device: str = "auto", algo: str | None = None) -> KitPolicy:
     """The policy of an RLlib run dir, checkpoint dir or ``policy.pt`` (torch only; ``algo`` is checked)."""
     file = resolve_policy_path(path)
-    try:
-        payload = read_policy_file(file)
-    except Exception as exc:  # noqa: BLE001  (corrupt or foreign file)
-        raise RunError(
-            f"cannot read {file}: {str(exc).strip().splitlines()[0]}; pick another checkpoint"
-        ) from None
+    payload = read_policy_file(file)  # one RunError line for a damaged or foreign file
     if algo is not None and payload.get("algo") != algo:
         raise RunError(f"{file} holds a {payload.get('algo')} policy, not {algo}")
     return KitPolicy(payload, device=device)

@@ -1,6 +1,6 @@
 """An RLlib run's ``policy.pt`` is data: one that torch.save did not write, or that holds something else than
 the kit's payload, is one error line naming the file (no traceback, no torch warning before it), for
-``retrokit eval`` of the run dir (the committed RLlib agent, copied, its final policy replaced)."""
+``retrokit eval`` of the run dir or the file (the committed RLlib agent, copied, its policy replaced)."""
 
 from __future__ import annotations
 
@@ -22,14 +22,15 @@ DAMAGED = {
 }
 
 
+@pytest.mark.parametrize("target", ["", "model/policy.pt"], ids=["run dir", "policy file"])
 @pytest.mark.parametrize("damage", list(DAMAGED))
-def test_a_policy_file_that_is_not_the_kits_is_one_error_line(damage, tmp_path):
+def test_a_policy_file_that_is_not_the_kits_is_one_error_line(damage, target, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
     write, words = DAMAGED[damage]
     write(str(run / "model" / "policy.pt"))
     proc = subprocess.run(
-        [sys.executable, "-m", "retro_atari_kit.cli", "eval", str(run), "--episodes", "1"],
+        [sys.executable, "-m", "retro_atari_kit.cli", "eval", str(run / target), "--episodes", "1"],
         capture_output=True,
         text=True,
         timeout=300,
