@@ -132,7 +132,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("roms",),
     ("envs",),
     ("vector",),
-    ("registration", "recorders"),
+    ("registration", "recorders", "protocols"),
     ("runs",),
     ("evaluation", "recording"),
     ("cli",),

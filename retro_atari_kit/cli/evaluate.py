@@ -12,6 +12,7 @@ from typing import Any
 from retro_atari_kit.cli._common import CliError, add_play_options, engine, user_errors
 from retro_atari_kit.cli.arguments import parse_env_kwargs, positive_int, seed
 from retro_atari_kit.cli.targets import check_targets_exist
+from retro_atari_kit.protocols import PROTOCOLS
 
 
 def add_parser(sub) -> None:
@@ -34,11 +35,13 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--protocol",
-        choices=["training", "machado", "nature"],
-        default="training",
-        help="training: the run's env settings; machado: sticky actions 0.25, full action set, no "
-        "life-loss ends, no no-ops, 108k-frame cap; nature: up to 30 no-ops, 18k-frame (5 min) cap, "
-        "epsilon 0.05 for DQN/QR-DQN (default: %(default)s; docs/evaluation.md)",
+        choices=list(PROTOCOLS),
+        default=None,
+        help="training: the kit's default (DeepMind) stack with the run's env kwargs; machado: sticky "
+        "actions 0.25, full action set, no life-loss ends, no no-ops, 108k-frame cap; nature: up to 30 "
+        "no-ops, 18k-frame (5 min) cap, epsilon 0.05 for DQN/QR-DQN (default: the protocol the run "
+        "trained under, `retrokit train --protocol`; training for a model file outside a run; "
+        "docs/evaluation.md)",
     )
     add_play_options(p)
     p.add_argument(
@@ -173,15 +176,21 @@ def load_for_protocol(
     allow_pickle: bool = False,
 ) -> tuple[Any, str, str, dict, dict | None, dict]:
     """:func:`load_target` under an evaluation protocol: ``(model as the protocol plays it, path, env id, env
-    kwargs with the protocol's settings, run config or None, notes for the record)``."""
+    kwargs with the protocol's settings, run config or None, notes for the record)``. The protocol's
+    settings go over the run's own env kwargs, without those of the protocol it trained under
+    (``protocols.run_env_kwargs``), then ``env_kwargs``."""
     from retro_atari_kit.evaluation import check_model_fits, protocol_env_kwargs
     from retro_atari_kit.evaluation.protocols import protocol_model
+    from retro_atari_kit.protocols import run_env_kwargs
     from retro_atari_kit.registration import probe_env
     from retro_atari_kit.runs.startup import check_device
 
     with user_errors():
         check_device(device)
         path, env_id, kwargs, config = resolve_target(target, env, env_kwargs, allow_pickle)
+        if config is not None:
+            own = run_env_kwargs(config.get("env_kwargs", {}), config.get("protocol"))
+            kwargs = {**own, **env_kwargs}
         kwargs = protocol_env_kwargs(protocol, env_id, kwargs)
         obs_space, action_space = probe_env(env_id, kwargs)
         algo = config["algo"] if config else None
@@ -211,7 +220,7 @@ def evaluate_target(target: str, options: dict[str, Any], progress: Any = None) 
         else:
             progress(line)
 
-    protocol = options["protocol"]
+    protocol = target_protocol(target, options["protocol"])
     model, path, env_id, kwargs, config, notes = load_for_protocol(
         target,
         options["env"],
@@ -235,7 +244,7 @@ def evaluate_target(target: str, options: dict[str, Any], progress: Any = None) 
         + (
             f"protocol {protocol} {json.dumps(settings['env_kwargs'], sort_keys=True)}"
             if protocol != "training"
-            else "protocol training (the run's env settings)"
+            else "protocol training (the default stack with the run's env kwargs)"
         )
         + (" (minimal actions mapped into the full action set)" if "action_map" in notes else "")
     )
@@ -331,7 +340,21 @@ def record_run_name(target: str) -> str:
     return os.path.basename(run_dir) if run_dir else os.path.splitext(os.path.basename(target))[0]
 
 
-def check_outputs(targets: list[str], out: str, protocol: str) -> None:
+def target_protocol(target: str, given: str | None) -> str:
+    """The protocol to evaluate ``target`` under: ``given``, else the one its run trained under (config.yaml's
+    ``protocol``); ``training`` for a run made before protocols were recorded and a model outside a run."""
+    from retro_atari_kit.runs import find_run_dir, load_config
+
+    if given:
+        return given
+    run = target if os.path.isdir(target) else find_run_dir(target)
+    if run is None:
+        return "training"
+    with user_errors():
+        return str(load_config(run).get("protocol") or "training")
+
+
+def check_outputs(targets: list[str], out: str, protocol: str | None) -> None:
     """CliError, before any model is loaded, unless every target's eval record can be written to ``out``:
     a folder (made if missing) that takes new files, each record's name fits, no folder sits where a record
     goes, and no two targets share a record file (``a/run`` and ``b/run`` are both ``run``)."""
@@ -342,7 +365,7 @@ def check_outputs(targets: list[str], out: str, protocol: str) -> None:
         raise CliError(f"--out {out}: not a folder; pass a folder for the eval records")
     owners: dict[str, str] = {}
     for target in targets:
-        path = os.path.join(out, record_name(record_run_name(target), protocol))
+        path = os.path.join(out, record_name(record_run_name(target), target_protocol(target, protocol)))
         first = owners.get(path)
         owners[path] = target
         if first is not None and os.path.realpath(first) == os.path.realpath(target):

@@ -6,7 +6,6 @@ Engine-neutral: a model is anything with SB3's ``predict`` signature; nothing he
 """
 
 from retro_atari_kit.evaluation.play import EvaluationStopped, check_model_fits, evaluate_model, summarize
-from retro_atari_kit.evaluation.protocols import PROTOCOLS, Protocol, get_protocol, protocol_env_kwargs
 from retro_atari_kit.evaluation.scores import (
     ATARI5,
     atari5_median_estimate,
@@ -14,6 +13,7 @@ from retro_atari_kit.evaluation.scores import (
     human_normalized,
     reference_scores,
 )
+from retro_atari_kit.protocols import PROTOCOLS, Protocol, get_protocol, protocol_env_kwargs
 
 __all__ = [
     "ATARI5",

@@ -62,6 +62,8 @@ def make_record(
         "algo": cfg.get("algo"),
         "network": cfg.get("network"),
         "train_seed": cfg.get("seed"),
+        # the protocol the run trained under (None: a model file outside a run)
+        "train_protocol": (cfg.get("protocol") or "training") if config is not None else None,
         "steps": steps,
         "protocol": protocol,
         "env_kwargs": env_kwargs,
@@ -164,6 +166,7 @@ SCHEMA: dict[str, tuple[bool, Callable[[Any], bool], str]] = {
     "algo": (False, lambda x: x is None or isinstance(x, str), "an algorithm name (text) or null"),
     "network": (False, lambda x: x is None or isinstance(x, str), "a network name (text) or null"),
     "train_seed": (False, lambda x: x is None or _is_int(x), "a whole number or null"),
+    "train_protocol": (False, lambda x: x is None or _name(x), "a protocol name or null"),
     "steps": (False, lambda x: x is None or _is_int(x), "a whole number of agent steps or null"),
     "eval_seed": (False, _is_int, "a whole number"),
     "episodes": (False, _is_int, "a whole number"),

@@ -33,12 +33,15 @@ class Cell:
 
 
 def default_label(record: Mapping[str, Any]) -> str:
-    """``PPO impala``; ``PPO nature (RLlib)`` for RLlib runs; the run name where the record has no algo."""
+    """``PPO impala``; ``PPO nature (RLlib)`` for RLlib runs; ``PPO impala, trained machado`` for a run
+    trained under another protocol than ``training``; the run name where the record has no algo."""
     algo = record.get("algo")
     if not algo:
         return str(record.get("run", "?"))
     label = f"{str(algo).upper()} {record.get('network') or ''}".strip()
-    return label + (" (RLlib)" if record.get("engine") == "rllib" else "")
+    label += " (RLlib)" if record.get("engine") == "rllib" else ""
+    trained = record.get("train_protocol")
+    return label + (f", trained {trained}" if trained and trained != "training" else "")
 
 
 def label_of(record: Mapping[str, Any], groups: Mapping[str, list[str]] | None) -> str:

@@ -209,7 +209,9 @@ def load_config(run_dir: str) -> dict[str, Any]:
 # the type each field of a run's config.yaml has (a field may be absent: older runs, other engines); a
 # damaged or hand-edited file is named here, before any field is used as what it should be
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    **dict.fromkeys(("engine", "algo", "env_id", "network", "device", "backend", "command"), (str,)),
+    **dict.fromkeys(
+        ("engine", "algo", "env_id", "network", "device", "backend", "command", "protocol"), (str,)
+    ),
     "preset": (str, type(None)),
     **dict.fromkeys(("env_kwargs", "hyperparams"), (dict,)),
     **dict.fromkeys(

@@ -21,6 +21,7 @@ from typing import Any
 from retro_atari_kit.errors import RunError
 from retro_atari_kit.files import read_error_message
 from retro_atari_kit.models import check_network
+from retro_atari_kit.protocols import get_protocol
 from retro_atari_kit.registration import check_env_id, open_env
 from retro_atari_kit.runs.checkpoints import (
     CHECKPOINT_DIR,
@@ -54,7 +55,8 @@ __all__ = ["INT_FIELDS", "REQUIRED_FIELDS", "check_common_config", "check_saved_
 
 def check_common_config(config: dict[str, Any], path: str) -> None:
     """RunError naming the first field of ``config`` (read from ``path``) that no engine can resume: a missing
-    or mistyped common field, an unknown env ID, network or device, ``env_kwargs`` that are not a mapping.
+    or mistyped common field, an unknown env ID, network, device or protocol, ``env_kwargs`` that are not a
+    mapping.
     The engine checks its own fields after this; the vector backend is checked with the env it runs."""
     check_config_fields(config, path, REQUIRED_FIELDS, INT_FIELDS)
     if not isinstance(config.get("env_kwargs", {}), dict):
@@ -66,6 +68,7 @@ def check_common_config(config: dict[str, Any], path: str) -> None:
         ("env_id", lambda: check_env_id(str(config["env_id"]))),
         ("network", lambda: check_network(config["network"])),
         ("device", lambda: check_device(str(config.get("device", "auto")))),
+        ("protocol", lambda: get_protocol(str(config.get("protocol", "training")))),
     )
     for field, check in checks:
         try:

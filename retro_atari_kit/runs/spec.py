@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from retro_atari_kit.protocols import PROTOCOLS
 from retro_atari_kit.runs.engine import ENGINES
 
 
@@ -88,6 +89,14 @@ class TrainSpec:
         kind="kwargs",
         metavar="KEY=VALUE",
         help="env kwarg, e.g. --env-kwarg crop_score=true (repeatable)",
+    )
+    protocol: str = _option(
+        "training",
+        flag="--protocol",
+        choices=tuple(PROTOCOLS),
+        help="the settings of play to train under, as `retrokit eval --protocol` names them: training (the "
+        "DeepMind stack), machado (sticky actions 0.25, no life-loss ends, no no-ops; the minimal action "
+        "set), nature; recorded, and what `retrokit eval RUN` uses unless told otherwise",
     )
     run_dir: str | None = _option(
         None, flag="--run-dir", help="the run's folder (default: runs/<env>-<algo>-<network>-<seed>-<time>)"

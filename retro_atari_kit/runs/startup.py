@@ -10,6 +10,7 @@ checks with the same one-line messages, the env built once; engines add only wha
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,7 @@ from retro_atari_kit.errors import RunError
 from retro_atari_kit.limits import check_vector_env
 from retro_atari_kit.models import check_network, cuda_devices
 from retro_atari_kit.presets.ranges import check_ranges
+from retro_atari_kit.protocols import training_env_kwargs
 from retro_atari_kit.registration import check_env_id, open_env
 from retro_atari_kit.runs.engine import engine_rules
 from retro_atari_kit.runs.layout import (
@@ -148,13 +150,18 @@ def check_spec(spec: TrainSpec, force: bool = False) -> str:
 def prepare_new_run(spec: TrainSpec, force: bool = False, out: Print = print) -> tuple[dict[str, Any], str]:
     """Check a new run once, for the engine ``spec`` names, then create its run dir and ``config.yaml``.
 
-    :func:`check_spec`, the engine's config (its ``RULES.resolve``), the env that config makes (built once,
-    here: kwargs, ROM), the vector backend, and the engine's checks on that env (``RULES.check_env``: the
-    model builds, memory). Nothing is written before all of them passed. Returns ``(config, run_dir)``.
+    :func:`check_spec`, the training protocol's env kwargs (``protocols.training_env_kwargs``, so every
+    engine trains under it with no word of protocols; the config records its name), the engine's config (its
+    ``RULES.resolve``), the env that config makes (built once, here: kwargs, ROM), the vector backend, and
+    the engine's checks on that env (``RULES.check_env``: the model builds, memory). Nothing is written
+    before all of them passed. Returns ``(config, run_dir)``.
     """
     rules = engine_rules(spec.engine)  # first, as before any check: a missing framework is named first
     run_dir = check_spec(spec, force)
-    config = rules.resolve(spec)
+    spec = dataclasses.replace(
+        spec, env_kwargs=training_env_kwargs(spec.protocol, spec.env_id, spec.env_kwargs)
+    )
+    config = with_protocol(rules.resolve(spec), spec.protocol)
     env_kwargs = single_env_kwargs(config["env_kwargs"])
     env = open_env(config["env_id"], env_kwargs)
     try:
@@ -172,6 +179,18 @@ def prepare_new_run(spec: TrainSpec, force: bool = False, out: Print = print) ->
         remove_new_run_dir(run_dir)
         raise
     return config, run_dir
+
+
+def with_protocol(config: dict[str, Any], protocol: str) -> dict[str, Any]:
+    """``config`` with ``protocol: NAME`` recorded just before its ``env_kwargs`` (which hold the protocol's
+    settings): where a reader of config.yaml looks for how the run played."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if key == "env_kwargs":
+            out["protocol"] = protocol
+        out[key] = value
+    out.setdefault("protocol", protocol)
+    return out
 
 
 def segment_seed(seed: int, segment: int) -> int:

@@ -197,3 +197,58 @@ def test_the_vector_backend_plays_the_same_games_as_the_loop():
     )  # fmt: skip
     assert vector == loop and seen == lengths
     assert len({(s, n) for _, s, n in lengths}) > 1  # the actions mattered: the games differ
+
+
+def test_training_under_a_protocol_sets_its_play_but_not_its_action_set():
+    from retro_atari_kit.protocols import run_env_kwargs, training_env_kwargs
+
+    own = {"crop_score": True, "frame_skip": 4}
+    machado = training_env_kwargs("machado", "RetroKit/Pong-v0", own)
+    assert machado == {
+        **own,
+        "sticky_actions": 0.25,
+        "terminal_on_life_loss": False,
+        "noop_max": 0,
+        "max_episode_steps": None,
+    }
+    # the Nature cap counts agent steps of the run's frame skip; the training protocol changes nothing
+    assert training_env_kwargs("nature", "RetroKit/Pong-v0", {"frame_skip": 2})["max_episode_steps"] == 9000
+    assert training_env_kwargs("training", "RetroKit/Airstriker-Genesis-v0", own) == own
+    # a kwarg equal to the protocol's is no contradiction
+    assert training_env_kwargs("machado", "RetroKit/Pong-v0", {"noop_max": 0})["noop_max"] == 0
+    # what an evaluation goes over: the run's own kwargs again, for every protocol
+    assert run_env_kwargs(machado, "machado") == own
+    assert run_env_kwargs(own, None) == run_env_kwargs(own, "training") == own
+    assert protocol_env_kwargs("machado", "RetroKit/Pong-v0", run_env_kwargs(machado, "machado")) == {
+        **machado,
+        "full_action_space": True,
+    }
+    with pytest.raises(RunError, match="--protocol machado sets sticky_actions=0.25; drop --env-kwarg"):
+        training_env_kwargs("machado", "RetroKit/Pong-v0", {"sticky_actions": 0.1})
+
+
+def test_pong_full_set_actions_outside_the_minimal_set_repeat_minimal_ones():
+    """Why a run trained under Machado keeps the minimal action set (docs/evaluation.md): from one state, each
+    of the 18 actions leaves the emulator's RAM as exactly one of the 6 minimal actions does."""
+    env = make_env("RetroKit/Pong-v0", full_action_space=True, frame_stack=1)
+    try:
+        env.reset(seed=0)
+        ale = env.unwrapped.ale
+        rng = np.random.default_rng(0)
+        for _ in range(300):
+            ale.act(ale.getMinimalActionSet()[rng.integers(6)])
+        state = ale.cloneState()
+
+        def ram_after(action) -> bytes:
+            ale.restoreState(state)
+            for _ in range(40):
+                ale.act(action)
+            return ale.getRAM().tobytes()
+
+        minimal = {ram_after(a): a.name for a in ale.getMinimalActionSet()}
+        assert len(minimal) == 6  # the minimal actions all differ
+        same_as = {a.name: minimal.get(ram_after(a)) for a in ale.getLegalActionSet()}
+        assert None not in same_as.values(), same_as
+        assert same_as["UP"] == same_as["DOWN"] == "NOOP" and same_as["DOWNLEFTFIRE"] == "LEFTFIRE"
+    finally:
+        env.close()
