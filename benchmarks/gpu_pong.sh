@@ -8,6 +8,7 @@
 #   bash benchmarks/gpu_machine_setup.sh && bash benchmarks/gpu_pong.sh      # on the GPU machine, from the repo root
 #   TABLE=0 PONG_S=240 bash benchmarks/gpu_pong.sh                  # the Pong run alone
 #   SMOKE=1 bash benchmarks/gpu_pong.sh                             # on a CPU: the script's own check
+#   python benchmarks/gpu_suite.py --only profile --out "$OUT/profile.md"  # a second call: where the time goes
 #
 # Writes under $OUT (default .gpu/out), a few files of at most 16 MiB: table.md (the learner's table),
 # pong.md (time to 18), pong.log (the run's console) and pong-run.zip (the run dir without checkpoints:

@@ -22,6 +22,10 @@ in one run so the ratios are side by side:
    ``../shared/gpu/``); the graph rows on CUDA only.
 5. **dqn**: DQN training steps/s on Pong, 1 env, after a random prefill: plain SB3, the kit's synchronous
    ``pong-dqn``, ``pong-dqn-fast`` without and with its play process (``dqn_fast_throughput.py``).
+6. **profile**: where one rollout and one update of the ``gpu`` preset's FastPPO (as shipped, at its own
+   shape) spend their time: the env's share of the rollout (``step_async`` + ``step_wait``: what the
+   learner waits for), the update, the bound on what stepping the envs while the GPU acts and learns could
+   gain, and torch profiler's top operators of one rollout and update.
 
 The report (device, torch / CUDA versions, cores, then one markdown table per section) goes to stdout and
 to ``--out``. Exit status 1 when a test failed or a measurement raised (the report is still written).
@@ -87,6 +91,7 @@ class Plan:
     ppo_fast_overrides: dict = field(default_factory=lambda: {"n_steps": 128, "batch_size": 1024})
     ppo_fast_compile: bool = True  # the torch.compile contender of the ppo-fast section
     ppo_fast_graphs: bool = True  # the CUDA graph contenders of the ppo-fast section
+    profile_overrides: dict = field(default_factory=dict)  # the profile section: the preset's own shape
     dqn_learning_starts: int = 1000
     dqn_steps: int = 800
     dqn_overrides: dict = field(default_factory=dict)
@@ -123,6 +128,7 @@ SMOKE_PLAN = Plan(
     ppo_fast_overrides={"n_envs": 2, "n_steps": 4, "batch_size": 8, "n_epochs": 1},
     ppo_fast_compile=False,  # compiling on a CPU takes minutes; "auto" is off there anyway
     ppo_fast_graphs=False,  # CUDA graphs are CUDA's: on a CPU the same eager steps again
+    profile_overrides={"n_envs": 2, "n_steps": 4, "batch_size": 8, "n_epochs": 1},
     dqn_learning_starts=16,
     dqn_steps=8,
     dqn_overrides={"buffer_size": 1000},
@@ -433,7 +439,91 @@ def run_dqn(report: Report, plan: Plan, clock: Clock, threads: int) -> None:
     report.errors(samples, "DQN")
 
 
-SECTIONS = ("tests", "env", "ppo", "ppo-fast", "dqn")
+SECTIONS = ("tests", "env", "ppo", "ppo-fast", "dqn", "profile")
+
+
+# -- 6. where FastPPO's time goes ------------------------------------------------------------------------
+def _add_wall_time(owner: object, name: str, sink: dict[str, float]) -> None:
+    """Replace ``owner.name`` (a bound method) by one that adds its wall time to ``sink[name]``."""
+    method = getattr(owner, name)
+
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            sink[name] = sink.get(name, 0.0) + time.perf_counter() - t0
+
+    setattr(owner, name, timed)
+
+
+def profile_fast_ppo(network: str, plan: Plan) -> tuple[dict[str, float], str]:
+    """One warm-up ``learn`` of one rollout (compile, graph capture), one timed, one under torch's profiler:
+    ``(seconds by part, the profiler's top operators)`` of the ``gpu`` preset's FastPPO as shipped."""
+    model = ppo_bench.make_fast(network, "gpu", plan.device, plan.profile_overrides)
+    cuda = plan.device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    try:
+        per_rollout = model.n_steps * model.n_envs
+        model.learn(per_rollout)
+        sink: dict[str, float] = {}
+        for name in ("step_async", "step_wait"):
+            _add_wall_time(model.env, name, sink)
+        for name in ("collect_rollouts", "train"):
+            _add_wall_time(model, name, sink)
+        sync()
+        t0 = time.perf_counter()
+        model.learn(per_rollout, reset_num_timesteps=False)
+        sync()
+        sink["wall"] = time.perf_counter() - t0
+        sink["steps"] = float(per_rollout)
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if cuda:
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=activities) as prof:
+            model.learn(per_rollout, reset_num_timesteps=False)
+            sync()
+        sort = "cuda_time_total" if cuda else "cpu_time_total"
+        return sink, prof.key_averages().table(sort_by=sort, row_limit=12)
+    finally:
+        model.get_env().close()
+
+
+def run_profile(report: Report, plan: Plan) -> None:
+    shape = _shape("gpu", plan.profile_overrides)
+    report.add(f"## Where FastPPO's time goes (`gpu` preset as shipped, {shape}) on {plan.device}", "")
+    rows, tables = [], []
+    for network in ("nature", "impala"):
+        try:
+            t, table = profile_fast_ppo(network, plan)
+        except Exception as exc:  # one broken network costs only its row
+            report.failed = True
+            report.add(f"- error in profile {network}: {type(exc).__name__}: {exc}", "")
+            continue
+        env = t["step_async"] + t["step_wait"]
+        rollout, update = t["collect_rollouts"], t["train"]
+        # stepping the envs while the device acts and learns hides at most the shorter of the two
+        bound = (rollout + update) / max(env, rollout + update - env)
+        rows.append(
+            [
+                network,
+                harness.num(t["steps"] / t["wall"]),
+                f"{rollout:.3f}",
+                f"{env:.3f} ({100 * env / rollout:.0f}%)",
+                f"{update:.3f}",
+                f"{bound:.2f}x",
+            ]
+        )
+        tables.append(f"{network}, one rollout and update, top operators:\n\n```\n{table.strip()}\n```")
+    report.table(["network", "steps/s", "rollout s", "of which env s", "update s", "overlap bound"], rows)
+    report.add(
+        "`of which env`: the learner's wall time in the vector env's `step_async` + `step_wait` during the "
+        "rollout; `overlap bound`: (rollout + update) / max(env, the rest), the most that stepping the envs "
+        "while the device acts and learns could gain.",
+        "",
+        *tables,
+        "",
+    )
 
 
 def _alternate(cells: dict, plan: Plan, budget: float, clock: Clock) -> Samples:
@@ -479,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         "ppo": lambda: run_ppo(report, plan, clock),
         "ppo-fast": lambda: run_ppo_fast(report, plan, clock),
         "dqn": lambda: run_dqn(report, plan, clock, threads),
+        "profile": lambda: run_profile(report, plan),
     }
     for name in args.only:
         if clock.left() <= 0:

@@ -112,6 +112,7 @@ def test_gpu_suite_cpu_smoke_runs_every_section(tmp_path):
         "PPO, `gpu` preset",
         "PPO, the `gpu` preset's FastPPO against plain SB3",
         "DQN, Pong, 1 env, on cpu",
+        "Where FastPPO's time goes",
     ]
     info = {row[0]: row[1] for row in tables["GPU suite"]}
     assert info["device"].startswith("CPU ") and info["torch"].startswith(torch.__version__)
@@ -162,6 +163,15 @@ def test_gpu_suite_cpu_smoke_runs_every_section(tmp_path):
     for _, steps, to_sb3, to_sync, cpu_ms in rows:
         assert NUMBER.fullmatch(steps) and RATIO.fullmatch(to_sb3) and RATIO.fullmatch(to_sync)
         assert NUMBER.fullmatch(cpu_ms)
+    # the profile: both networks, the env's share of the rollout, the overlap bound, the profiler's operators
+    header, *rows = tables["Where FastPPO's time goes"]
+    assert header == ["network", "steps/s", "rollout s", "of which env s", "update s", "overlap bound"]
+    assert [row[0] for row in rows] == ["nature", "impala"]
+    for _, steps, rollout, env, update, bound in rows:
+        assert NUMBER.fullmatch(steps) and float(rollout) > 0 and float(update) > 0
+        assert re.fullmatch(r"\d+\.\d{3} \(\d+%\)", env) and float(env.split()[0]) <= float(rollout)
+        assert RATIO.fullmatch(bound) and 1.0 <= float(bound[:-1]) <= 2.0
+    assert report.count("one rollout and update, top operators:") == 2 and "Self CPU time total" in report
 
 
 def test_plain_sb3_contenders_use_sb3s_own_classes(monkeypatch):
