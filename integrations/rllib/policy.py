@@ -151,9 +151,12 @@ def resolve_policy_path(path: str) -> str:
     raise RunError(f"{path}: no such run dir, checkpoint dir or {POLICY_FILE}")
 
 
-def read_policy_file(file: str) -> dict[str, Any]:
-    """The payload of a ``policy.pt`` (:func:`policy_payload`); one-line RunError naming the file if it is
-    not one (unreadable, not torch's zip format, not a mapping with the payload's ``steps`` and ``algo``).
+def read_policy_file(
+    file: str, advice: str = "use another checkpoint of the run", what: str = ""
+) -> dict[str, Any]:
+    """The payload of a ``policy.pt`` (:func:`policy_payload`); one-line RunError ``cannot read {what}{file}``
+    with the reason and ``advice`` if it is not one (not torch's zip format, not a mapping with the
+    payload's ``steps`` and ``algo``), or the OS's reason if it cannot be read.
 
     ``weights_only``: plain tensors and built-in types, no pickled code. ``mmap``: tensors are read from the
     file only when used, so a caller that needs only ``steps`` or ``algo`` reads a few bytes."""
@@ -170,7 +173,7 @@ def read_policy_file(file: str) -> dict[str, Any]:
         raise RunError(read_error_message(exc)) from None
     except Exception as exc:  # noqa: BLE001 - a damaged or foreign file: one line, whatever torch raised
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RunError(f"cannot read {file}: {why}; use another checkpoint of the run") from None
+        raise RunError(f"cannot read {what}{file}: {why}; {advice}") from None
     return payload
 
 

@@ -64,13 +64,13 @@ def check_resumed_config(config: dict[str, Any], path: str) -> dict[str, Any]:
 def checkpoint_payload(checkpoint: str) -> dict[str, Any]:
     """``checkpoint``'s ``policy.pt`` (algo, observation shape, actions, weights); RunError if unreadable."""
     policy = os.path.join(checkpoint, POLICY_FILE)
+    advice = f"delete {checkpoint} to resume from the previous one"
+    payload = read_policy_file(policy, advice=advice, what="checkpoint ")
     try:
-        payload = read_policy_file(policy)
         payload["algo"], tuple(payload["obs_shape"]), int(payload["n_actions"])
-    except Exception as exc:  # noqa: BLE001 - any damage means "unreadable"
+    except Exception as exc:  # noqa: BLE001 - a field missing or of the wrong kind: not the kit's payload
         raise RunError(
-            f"cannot read checkpoint {policy} ({type(exc).__name__}); delete {checkpoint} to resume from "
-            "the previous one"
+            f"cannot read checkpoint {policy}: its payload lacks a readable {exc}; {advice}"
         ) from None
     return payload
 

@@ -42,3 +42,29 @@ def test_a_policy_file_that_is_not_the_kits_is_one_error_line(damage, target, tm
         lines[0].startswith(f"retrokit: error: cannot read {run / 'model' / 'policy.pt'}: ")
         and words in lines[0]
     )
+
+
+@pytest.mark.parametrize(
+    "write, reason",
+    [
+        (lambda path: open(path, "w").write("text"), "not a file torch.save wrote"),
+        (
+            lambda path: torch.save({"steps": 64, "algo": "ppo"}, path),
+            "its payload lacks a readable 'obs_shape'",
+        ),
+    ],
+    ids=["text", "no obs_shape"],
+)
+def test_a_damaged_checkpoint_policy_names_its_reason_and_what_to_do(write, reason, tmp_path):
+    from retro_atari_kit.integrations.rllib.resume import checkpoint_payload
+
+    from retro_atari_kit.errors import RunError
+
+    checkpoint = tmp_path / "checkpoint_000064"
+    checkpoint.mkdir()
+    write(str(checkpoint / "policy.pt"))
+    with pytest.raises(RunError) as err:
+        checkpoint_payload(str(checkpoint))
+    message = str(err.value)
+    assert message.startswith(f"cannot read checkpoint {checkpoint / 'policy.pt'}: ") and reason in message
+    assert message.endswith(f"; delete {checkpoint} to resume from the previous one") and "\n" not in message
