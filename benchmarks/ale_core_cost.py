@@ -9,7 +9,7 @@ before it sleeps: the core's thread after every step, while it waits for the nex
 - **ALE alone**: ``ALEInterface.act`` four times, the last two RGB screens, their max (the kit's frame
   skip), in one thread: the emulation itself;
 - **single-env core, its thread**: one ``AtariVectorEnv`` with the kit's settings
-  (``native_ale._make_core``), stepped as the kit steps it (``send``, ``recv``, then ``--gap`` µs of other
+  (``native_ale.make_core``), stepped as the kit steps it (``send``, ``recv``, then ``--gap`` µs of other
   work before the next ``send``): the CPU of every thread but the caller's;
 - **single-env core, the caller**: ``send``, and ``recv`` once while the step runs (it spins, then sleeps)
   and once after it finished (``--gap`` µs later: the result is waiting);
@@ -79,9 +79,9 @@ def single_core(steps: int, gap_us: float) -> dict[str, float]:
     """Per env step of one single-env core stepped as the kit steps it: its thread's CPU, the caller's
     ``send``, ``recv`` while the step runs and ``recv`` of a finished step (µs)."""
     from retro_atari_kit.catalog import ale_game
-    from retro_atari_kit.vector.native_ale import _make_core
+    from retro_atari_kit.vector.native_ale import make_core
 
-    core = _make_core(ale_game(GAME).rom, _cfg())
+    core = make_core(ale_game(GAME).rom, _cfg())
     ale = core.ale
     core.reset(seed=np.array([0]))
     send = recv_running = recv_done = 0.0
@@ -114,10 +114,10 @@ def single_core(steps: int, gap_us: float) -> dict[str, float]:
 def batch_core(steps: int, envs: int) -> float:
     """CPU µs per env step of one ``envs``-env core with the same settings, one thread per core."""
     from retro_atari_kit.catalog import ale_game
-    from retro_atari_kit.vector.native_ale import _make_core
+    from retro_atari_kit.vector.native_ale import make_core
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    env = _make_core(ale_game(GAME).rom, _cfg(), num_envs=envs, num_threads=min(cores, envs))
+    env = make_core(ale_game(GAME).rom, _cfg(), num_envs=envs, num_threads=min(cores, envs))
     env.reset(seed=0)
     actions = np.zeros(envs, dtype=np.int64)
     rounds = max(1, steps // envs)

@@ -18,8 +18,7 @@ never in CI::
 
 Contenders: ``gym.make_vec("RetroKit/Pong-v0", backend="native")`` (the kit's DeepMind stack, frames
 equal to SB3's AtariWrapper; its default ``shards``), the same with every env in this process
-(``shards=1``; ``--shards S``: over S worker processes), the same with its old threads (one warp
-thread on 2 cores, emulator threads not under ``SCHED_BATCH``), the same in one process with ``cv2.resize``
+(``shards=1``; ``--shards S``: over S worker processes), the same in one process with ``cv2.resize``
 instead of the kit's exact resize kernel,
 raw ``AtariVectorEnv("pong", N)`` (ale-py's own preprocessing) and EnvPool
 ``Pong-v5`` when installed; with ``--retro`` also ``RetroKit/Pong-Atari2600-v0`` (stable-retro in one
@@ -69,19 +68,8 @@ def kit_native_cv2_resize(n: int):
     return env
 
 
-def _native_pong(n: int, **driver_kwargs):
-    """The kit's native backend on Pong, its ``NativeDriver`` built with ``driver_kwargs``."""
-    from retro_atari_kit.envs.ale import validate_ale_kwargs
-    from retro_atari_kit.vector._stacked import StackedVectorEnv
-    from retro_atari_kit.vector.native_ale import NativeDriver
-
-    cfg = validate_ale_kwargs("Pong", {})
-    driver = NativeDriver("Pong", n, cfg, **driver_kwargs)
-    return StackedVectorEnv(driver, cfg["frame_stack"], "NextStep", "native")
-
-
 def kit_native_one_process(n: int):
-    """The kit's native backend with all envs in this process (``shards=1``: emulator and warp threads)."""
+    """The kit's native backend with all envs in this process (``shards=1``: its emulator threads)."""
     import retro_atari_kit  # noqa: F401
 
     return gym.make_vec("RetroKit/Pong-v0", num_envs=n, backend="native", shards=1)
@@ -94,18 +82,6 @@ def kit_native_shards(shards: int) -> Callable[[int], gym.vector.VectorEnv]:
     return lambda n: gym.make_vec("RetroKit/Pong-v0", num_envs=n, backend="native", shards=min(shards, n))
 
 
-def kit_native_old_threads(n: int):
-    """The native backend with its old threads: one warp thread on a 2-core machine, and the emulator
-    threads under the default scheduler (a woken emulator preempts the thread that sent its action)."""
-    threads = max(1, min((n + 1) // 2, (os.cpu_count() or 1) // 4))
-    return _native_pong(n, warp_threads=threads, batch_emulators=False)
-
-
-def kit_native_warp_threads(threads: int) -> Callable[[int], gym.vector.VectorEnv]:
-    """The kit's native backend with ``threads`` warp threads instead of its default (two)."""
-    return lambda n: _native_pong(n, warp_threads=threads)
-
-
 class _Floor:
     """What the native backend cannot do without: its N single-env ``AtariVectorEnv`` cores stepped with
     the kit's settings (max-pooled 210x160 RGB frames), every action sent before any step is received,
@@ -116,11 +92,11 @@ class _Floor:
         import cv2
 
         from retro_atari_kit.envs.ale import validate_ale_kwargs
-        from retro_atari_kit.vector.native_ale import _make_core
+        from retro_atari_kit.vector.native_ale import make_core
         from retro_atari_kit.wrappers.area_resize import load_kernel, resize_area_into
 
         load_kernel()
-        self.cores = [_make_core("pong", validate_ale_kwargs("Pong", {})) for _ in range(n)]
+        self.cores = [make_core("pong", validate_ale_kwargs("Pong", {})) for _ in range(n)]
         self.single_action_space = gym.spaces.Discrete(6)
         self._paddle = np.ones(1, dtype=np.float32)
         self._out = np.empty((84, 84), dtype=np.uint8)
@@ -284,13 +260,6 @@ def main(argv: list[str] | None = None) -> None:
         "--retro-before", metavar="REV", help="also the kit's subprocess backend at git revision REV"
     )
     parser.add_argument(
-        "--warp-threads",
-        type=int,
-        nargs="+",
-        metavar="W",
-        help="also the native backend with W warp threads (its default: 2, one for N < 3)",
-    )
-    parser.add_argument(
         "--shards",
         type=int,
         nargs="+",
@@ -312,13 +281,10 @@ def main(argv: list[str] | None = None) -> None:
     contenders = {
         "kit native": kit_native,
         "kit native, one process": kit_native_one_process,
-        "kit native, old threads": kit_native_old_threads,
         "kit native, cv2.resize": kit_native_cv2_resize,
     }
     for shards in args.shards or []:
         contenders[f"kit native, {shards} shards"] = kit_native_shards(shards)
-    for threads in args.warp_threads or []:
-        contenders[f"kit native, {threads} warp threads"] = kit_native_warp_threads(threads)
     if args.floor:
         contenders["floor: RGB frames"] = kit_floor_frames
         contenders["floor: RGB frames + warp"] = kit_floor_warped
@@ -378,7 +344,7 @@ def main(argv: list[str] | None = None) -> None:
         ],
         rows,
     )
-    others = ("EnvPool", "raw AtariVectorEnv", "kit native, one process", "kit native, old threads")
+    others = ("EnvPool", "raw AtariVectorEnv", "kit native, one process")
     rows = [
         [n, other, harness.ratio(samples.median_ratio(("kit native", n), (other, n), 2))]
         for n in args.sizes

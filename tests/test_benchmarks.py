@@ -218,7 +218,7 @@ LAST_TABLE_ROWS = {
         "8-env core, per env step (every thread)",
     ],
     "vec_throughput.py": ["kit auto (native) / ale-py AtariVectorEnv (raw)"],
-    "main_thread_cpu.py": ["2"] * 3,  # N: kit native against raw, one process, old threads
+    "main_thread_cpu.py": ["2"] * 2,  # N: kit native against raw, one process
     "native_ab.py": ["2", "2"],
     "ppo_throughput.py": ["sb3", "kit", "kit-fast"],
     "dqn_fast_throughput.py": ["sb3", "kit"],

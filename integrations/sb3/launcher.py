@@ -15,7 +15,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
-from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
 import retro_atari_kit  # noqa: F401  (registers RetroKit/ IDs)
@@ -111,9 +110,11 @@ class KitVecEnv(VecEnv):
         return [results[i] for i in self._get_indices(indices)]
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
-        """``Monitor``: True (the kit reports the same ``info["episode"]``, with true scores)."""
-        wrapped = isinstance(wrapper_class, type) and issubclass(Monitor, wrapper_class)
-        return [wrapped for _ in self._get_indices(indices)]
+        """False: no env here is wrapped in a gymnasium or SB3 wrapper that SB3 could name (the native backend
+        has no per-env ``Env`` at all), ``Monitor`` included. The kit's own true-score record is
+        ``info["episode"]``; SB3's ``evaluate_policy`` counts whole games with it through the kit's adapter
+        (:mod:`retro_atari_kit.integrations.sb3.monitor`)."""
+        return [False for _ in self._get_indices(indices)]
 
     def get_images(self) -> Sequence[np.ndarray | None]:
         return list(self.venv.call("render"))

@@ -11,7 +11,9 @@ episode (CSV row, ``info["episode"]``, ``get_episode_rewards()``) per real game,
 length; nothing at a life loss. Each calls SB3's own method and fixes up
 what it produced (it holds the CSV writer back for that call, so a life loss writes no row). Around other
 envs they only call SB3's method.
-``VecFrameStack`` around kit envs warns once: the kit's envs already stack frames.
+``VecFrameStack`` around kit envs warns once: the kit's envs already stack frames. ``evaluate_policy`` over
+the kit's launcher that no ``VecMonitor`` records yet runs over one (adapted as above), so it counts whole
+games with their true scores, as it does over envs that SB3's ``Monitor`` records.
 
 Nothing here imports SB3 at module level: the adapters run while SB3 itself is being imported, and get the
 module they adapt as their argument.
@@ -30,17 +32,24 @@ from retro_atari_kit.recorders import KIT_MODE_ATTR, are_kit_specs, wraps_kit_en
 from retro_atari_kit.wrappers.true_score import reports_true_scores
 
 
+def launched_by_the_kit(venv: Any) -> bool:
+    """Whether an SB3 ``VecEnv`` is, or wraps, the kit's launcher (``make_vec_env`` of this integration)."""
+    env = venv
+    while env is not None:
+        if getattr(type(env), "reports_true_scores", False):
+            return True
+        env = getattr(env, "venv", None)
+    return False
+
+
 def vec_env_reports_true_scores(venv: Any) -> bool:
     """Whether an SB3 ``VecEnv`` (possibly wrapped) is made of kit envs: the kit's launcher
     (``make_vec_env`` of this integration), or SB3's ``DummyVecEnv`` / ``SubprocVecEnv`` over kit envs."""
+    if launched_by_the_kit(venv):
+        return True
     env = venv
-    while True:
-        if getattr(type(env), "reports_true_scores", False):
-            return True
-        inner = getattr(env, "venv", None)
-        if inner is None:
-            break
-        env = inner
+    while getattr(env, "venv", None) is not None:
+        env = env.venv
     envs = getattr(env, "envs", None)
     if isinstance(envs, list):
         return bool(envs) and all(reports_true_scores(sub) for sub in envs)
@@ -155,6 +164,23 @@ def _frame_stack_init(original):
     return marked(__init__)
 
 
+def _evaluate_policy(original):
+    """SB3's own ``evaluate_policy``; over the kit's launcher that no ``VecMonitor`` records, it runs over one
+    (adapted above), which it takes as its sign to count the kit's whole games with their true scores
+    instead of the per-life clipped episodes of the raw ``dones`` and rewards. Any other env, a kit env
+    from ``gym.make`` included, is left to SB3 (its warning recommends ``Monitor``)."""
+
+    @functools.wraps(original)
+    def evaluate_policy(model, env, *args, **kwargs):
+        from stable_baselines3.common.vec_env import VecMonitor, is_vecenv_wrapped
+
+        if launched_by_the_kit(env) and not is_vecenv_wrapped(env, VecMonitor):
+            env = VecMonitor(env)
+        return original(model, env, *args, **kwargs)
+
+    return marked(evaluate_policy)
+
+
 _SB3 = ("stable-baselines3", ("2.7", "2.10"))
 _LOSES = (
     "SB3's {} around kit envs records per-life clipped returns, not the kit's true game scores (monitor "
@@ -188,6 +214,14 @@ VEC_MONITOR = Adapter(
         (module.VecMonitor, "__init__", _vec_monitor_init),
         (module.VecMonitor, "step_wait", _vec_monitor_step_wait),
     ],
+)
+
+#: ``stable_baselines3.common.evaluation`` (a function of the module, not a class: nothing else to require)
+EVALUATION = Adapter(
+    *_SB3,
+    requires=(),
+    loses="SB3's evaluate_policy over kit envs counts per-life clipped episodes, not the kit's true scores",
+    patches=lambda module: [(module, "evaluate_policy", _evaluate_policy)],
 )
 
 #: ``stable_baselines3.common.vec_env.vec_frame_stack``

@@ -141,7 +141,12 @@ def make_vector_env(
     kind = game_kind(game)
     cfg = _validated(game, kind, kwargs)  # one clear error here, before any worker starts
     chosen = _choose_backend(game, kind, backend, cfg)
-    processes = worker_processes(chosen, num_envs, shards)
+    if chosen != "native" and shards is not None:
+        raise ValueError(
+            f"shards={shards!r} applies to the native ALE backend only; "
+            f"RetroKit/{game}-v0 uses backend={chosen!r} here"
+        )
+    processes = worker_processes(chosen, num_envs, shards)  # the one count of workers (and of shards)
     check_vector_env(f"RetroKit/{game}-v0", num_envs, chosen, cfg, processes)
     # a failed allocation while the envs are made: one line naming them and the limit (a `with`, not a
     # wrapper: the backends' warnings keep pointing at the caller's line)
@@ -149,11 +154,9 @@ def make_vector_env(
         if chosen == "native":
             from retro_atari_kit.vector.native_shards import make_native_vector_env
 
-            return make_native_vector_env(game, num_envs, autoreset_mode, cfg, shards, start_method)
-        if shards is not None:
-            raise ValueError(
-                f"shards={shards!r} applies to the native ALE backend only; "
-                f"RetroKit/{game}-v0 uses backend={chosen!r} here"
+            count = max(processes, 1)  # 0 workers: every env in this process
+            return make_native_vector_env(
+                game, num_envs, autoreset_mode, cfg, count, shards is None, start_method
             )
         frame_stack, per_env = split_frame_stack(kwargs)
         factories = [EnvFactory(game, kind, per_env) for _ in range(num_envs)]

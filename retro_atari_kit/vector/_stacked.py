@@ -1,9 +1,11 @@
-"""The main-process half shared by the per-env backends: frame stacking, autoreset and info batching.
+"""The main-process half shared by every backend: frame stacking, the autoreset, and the step's infos.
 
 A *driver* owns N per-env stacks built with ``frame_stack=1`` (in this process or in worker processes)
 and exposes their latest single frames in one ``(N, C, H, W)`` uint8 array. :class:`StackedVectorEnv`
 stacks those frames exactly as :class:`retro_atari_kit.wrappers.FrameStack` does, so only one frame per
-env and step has to cross a process boundary.
+env and step has to cross a process boundary. It is the one layer that decides autoresets (a driver only
+steps some envs and resets others when told), and the one place where a driver's :class:`BatchedInfos`
+become gymnasium's info dict.
 """
 
 from __future__ import annotations
@@ -49,11 +51,33 @@ def one_thread_at_a_time(method: _Method) -> _Method:
 
 
 class BatchedInfos(NamedTuple):
-    """Step infos a driver batched itself: ``common`` maps keys every env has to one value per env (an
-    ``(N,)`` array); ``extra`` maps an env index to that env's other keys (e.g. ``episode``)."""
+    """A step's infos as every driver returns them: ``common`` maps keys every env has to one value per env
+    (an ``(N,)`` array); ``extra`` maps an env index to that env's other keys (e.g. ``episode``)."""
 
     common: dict[str, np.ndarray]
     extra: dict[int, dict]
+
+    @classmethod
+    def of(cls, infos: list[dict]) -> BatchedInfos:
+        """The per-env infos of a driver that has them as dicts: a key that every env has, with values of
+        one plain type (``int``, ``float`` or ``bool``), becomes one array."""
+        if not infos:
+            return cls({}, {})
+        common: dict[str, np.ndarray] = {}
+        for key in set(infos[0]).intersection(*infos[1:]):
+            kinds = {type(info[key]) for info in infos}
+            if len(kinds) == 1 and kinds <= {int, float, bool}:
+                common[key] = np.array([info[key] for info in infos])
+        extra = {}
+        for i, info in enumerate(infos):
+            rest = {key: value for key, value in info.items() if key not in common}
+            if rest:
+                extra[i] = rest
+        return cls(common, extra)
+
+    def env(self, i: int) -> dict:
+        """Env ``i``'s info as one dict, with plain Python values as a ``gym.make`` env returns them."""
+        return {**{key: values[i].item() for key, values in self.common.items()}, **self.extra.get(i, {})}
 
 
 class Driver(Protocol):
@@ -68,10 +92,10 @@ class Driver(Protocol):
     def reset(self, indices: list[int], seeds: Seeds, options: dict | None) -> list[dict]: ...
 
     def step(
-        self, actions: np.ndarray, reset_mask: np.ndarray, same_step: bool
-    ) -> tuple[
-        np.ndarray, np.ndarray, np.ndarray, list[dict] | BatchedInfos, dict[int, tuple[np.ndarray, dict]]
-    ]: ...
+        self, actions: np.ndarray, reset_mask: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, BatchedInfos]:
+        """Step every env but those in ``reset_mask``, which are reset instead (reward 0, no flags, the
+        reset's info); the new frames are in ``frames``."""
 
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]: ...
 
@@ -184,52 +208,57 @@ class StackedVectorEnv(VectorEnv):
         self._check_open()
         # checked here, before any env steps or any worker hears of it: a refused action changes nothing
         actions = check_actions(actions, self.single_action_space, self.num_envs)
-        same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
-        reset_mask = self._autoreset.copy()
-        step = self.driver.step(actions, reset_mask, same_step)
-        rewards, terminations, truncations, env_infos, finals = step
-        resetting = reset_mask.nonzero()[0]
-        stepped = None if not finals and not resetting.size else ~reset_mask  # None: every env stepped
-        infos: dict[str, Any] = {}
-        if finals:
-            c = self.channels
-            for i, (frame, final_info) in finals.items():
-                final_obs = np.concatenate([self._stacks[i, c:], frame], axis=0)
-                infos = self._add_info(infos, {"final_obs": final_obs, "final_info": final_info}, i)
-                self._fill(i, self.driver.frames[i])
-                stepped[i] = False
-        for i in resetting.tolist():
+        reset_mask = self._autoreset  # NEXT_STEP: the envs whose episode ended at the last step
+        rewards, terminations, truncations, batched = self.driver.step(actions, reset_mask)
+        for i in reset_mask.nonzero()[0].tolist():
             self._fill(i, self.driver.frames[i])
-        observations = self._push(stepped)
-        infos = self._batch_infos(infos, env_infos)
+        ended = terminations | truncations
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and ended.any():
+            observations, infos = self._reset_within_step(ended, batched)
+        else:
+            observations, infos = self._push(~reset_mask if reset_mask.any() else None), self._infos(batched)
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
-            self._autoreset = terminations | truncations
+            self._autoreset = ended
         return observations, rewards, terminations, truncations, infos
 
-    def _batch_infos(self, infos: dict[str, Any], env_infos: list[dict] | BatchedInfos) -> dict[str, Any]:
-        """``VectorEnv._add_info`` for every env, with a fast path for scalar keys that every env has."""
-        if isinstance(env_infos, BatchedInfos):
-            for key, values in env_infos.common.items():
-                infos[key] = values
-                infos[f"_{key}"] = self._every_env.copy()
-            for i, extra in env_infos.extra.items():
-                infos = self._add_info(infos, extra, i)
-            return infos
-        common = set(env_infos[0]).intersection(*env_infos[1:]) if env_infos else set()
-        fast = [
-            key
-            for key in common
-            if key not in infos and all(type(info[key]) in (int, float, bool) for info in env_infos)
-        ]
-        for key in fast:
-            infos[key] = np.array([info[key] for info in env_infos])
-            infos[f"_{key}"] = np.ones(self.num_envs, dtype=bool)
-        fast_set = set(fast)
-        for i, info in enumerate(env_infos):
-            rest = {k: v for k, v in info.items() if k not in fast_set}
-            if rest:
-                infos = self._add_info(infos, rest, i)
+    def _infos(self, batched: BatchedInfos, masks: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+        """gymnasium's info dict (``VectorEnv._add_info`` for every env) from the driver's batched infos."""
+        infos: dict[str, Any] = {}
+        for key, values in batched.common.items():
+            infos[key] = values
+            infos[f"_{key}"] = masks[key] if masks is not None else self._every_env.copy()
+        for i, extra in batched.extra.items():
+            infos = self._add_info(infos, extra, i)
         return infos
+
+    def _reset_within_step(
+        self, ended: np.ndarray, batched: BatchedInfos
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """SAME_STEP: the ended envs are reset now; the top level of ``info`` holds their reset info, and
+        ``final_obs`` / ``final_info`` their last observation and info (gymnasium's ``SyncVectorEnv``)."""
+        c = self.channels
+        envs = ended.nonzero()[0].tolist()
+        finals = {
+            i: (np.concatenate([self._stacks[i, c:], self.driver.frames[i]]), batched.env(i)) for i in envs
+        }
+        observations = self._push(None)
+        reset_infos = self.driver.reset(envs, [None] * len(envs), None)
+        common, extra = batched.common, dict(batched.extra)
+        masks = {key: self._every_env.copy() for key in common}
+        for i, info in zip(envs, reset_infos, strict=True):
+            self._fill(i, self.driver.frames[i])
+            observations[i] = self._stacks[i]
+            rest = {}
+            for key, value in info.items():
+                if key in common and type(value) in (int, float, bool):
+                    common[key][i] = value
+                else:
+                    rest[key] = value
+            for key in common.keys() - info.keys():
+                masks[key][i] = False
+            final_obs, final_info = finals[i]
+            extra[i] = {**rest, "final_obs": final_obs, "final_info": final_info}
+        return observations, self._infos(BatchedInfos(common, extra), masks)
 
     @one_thread_at_a_time
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:

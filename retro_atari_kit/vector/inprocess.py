@@ -8,7 +8,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from retro_atari_kit.vector._factory import EnvFactory
-from retro_atari_kit.vector._stacked import Seeds, StackedVectorEnv
+from retro_atari_kit.vector._stacked import BatchedInfos, Seeds, StackedVectorEnv
 
 
 class InProcessDriver:
@@ -36,24 +36,19 @@ class InProcessDriver:
             infos.append(info)
         return infos
 
-    def step(self, actions: np.ndarray, reset_mask: np.ndarray, same_step: bool):
+    def step(self, actions: np.ndarray, reset_mask: np.ndarray) -> tuple:
         n = self.num_envs
         rewards = np.zeros(n, dtype=np.float64)
         terms = np.zeros(n, dtype=bool)
         truncs = np.zeros(n, dtype=bool)
         infos: list[dict] = []
-        finals: dict[int, tuple[np.ndarray, dict]] = {}
         for i, env in enumerate(self.envs):
             if reset_mask[i]:
                 self.frames[i], info = env.reset()
             else:
-                frame, rewards[i], terms[i], truncs[i], info = env.step(actions[i])
-                if same_step and (terms[i] or truncs[i]):
-                    finals[i] = (frame, info)
-                    frame, info = env.reset()
-                self.frames[i] = frame
+                self.frames[i], rewards[i], terms[i], truncs[i], info = env.step(actions[i])
             infos.append(info)
-        return rewards, terms, truncs, infos, finals
+        return rewards, terms, truncs, BatchedInfos.of(infos)
 
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
         results = []

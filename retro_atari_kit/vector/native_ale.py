@@ -1,30 +1,28 @@
 """Native ALE backend: ale-py's ``AtariVectorEnv`` C++ emulation threads under the kit's exact semantics.
 
-What runs in C++ (one single-env ``AtariVectorEnv`` per env, each with its own thread, under ``SCHED_BATCH``
-(:mod:`retro_atari_kit.vector._threads`); every action is sent before any result is collected, so all envs
-emulate in parallel): the emulator, no-op starts, frame skip with max-pooling over the last two **RGB**
-frames, the 108k-frame cap and sticky actions. Its own fire reset (one FIRE frame), episodic life (which
-resets the whole game), reward clipping and grayscale/resize are off: they differ from the kit's stack.
+What runs in C++ (one single-env ``AtariVectorEnv`` per env, each with its own thread; every action is sent
+before any result is collected, so all envs emulate in parallel): the emulator, no-op starts, frame skip
+with max-pooling over the last two **RGB** frames, the 108k-frame cap and sticky actions. Its own fire
+reset (one FIRE frame), episodic life (which resets the whole game), reward clipping and grayscale/resize
+are off: they differ from the kit's stack.
 
 Why one single-env ``AtariVectorEnv`` per env: an N-env one steps all of its envs together (only ``reset``
 takes a subset), while the kit's resets step one env on its own (the NOOP that continues a game after a
 life loss, then FIRE and action 2).
 
-What runs in this process, for all envs at once:
+What runs in the calling thread, for all envs at once (no thread of the kit's own: docs/vectorization.md
+says which figure dropped the warp threads):
 
-- The warp (crop, ``cv2.COLOR_RGB2GRAY``, ``cv2.INTER_AREA`` resize) of the max-pooled RGB frames runs on
-  a few warp threads (:mod:`retro_atari_kit.vector._warp`), off the calling thread, through the same
-  function as :class:`~retro_atari_kit.wrappers.WarpFrame` (its resize by the exact numba kernel of
+- The warp (crop, ``cv2.COLOR_RGB2GRAY``, ``cv2.INTER_AREA`` resize) of each max-pooled RGB frame as soon
+  as its env's step arrives, while the later envs still emulate, through the same function as
+  :class:`~retro_atari_kit.wrappers.WarpFrame` (its resize by the exact numba kernel of
   :mod:`retro_atari_kit.wrappers.area_resize`, loaded when the backend starts). ALE's own grayscale is not
-  ``cv2.COLOR_RGB2GRAY`` and gray max-pooling differs from max-pooling RGB, so C++ cannot do it. Each warp
-  thread takes a contiguous chunk of envs: it sends their actions, waits for each step (ale-py releases the
-  GIL while it waits) and warps the frame at once, while the other envs still emulate.
+  ``cv2.COLOR_RGB2GRAY`` and gray max-pooling differs from max-pooling RGB, so C++ cannot do it.
 - Time limit (gymnasium's ``TimeLimit`` rule), true-score sums, episodic life and reward clipping for
-  all the envs that stepped in one ``nogil`` kernel call (:func:`~retro_atari_kit.vector._kernels.
-  finish_steps`, whose life rule is compiled from :func:`~retro_atari_kit.wrappers.episodic_life.
-  life_loss_step`); the true-score record of a game that ended is
-  :func:`~retro_atari_kit.wrappers.true_score.episode_record`. Resets (rare) run env by env with the
-  wrappers' reset rules (:func:`~retro_atari_kit.wrappers.episodic_life.continue_or_reset`,
+  all the envs that stepped in one compiled call (:func:`finish_steps_kernel`, whose life rule is compiled
+  from :func:`~retro_atari_kit.wrappers.episodic_life.life_loss_step`); the true-score record of a game that
+  ended is :func:`~retro_atari_kit.wrappers.true_score.episode_record`. Resets (rare) run env by env with
+  the wrappers' reset rules (:func:`~retro_atari_kit.wrappers.episodic_life.continue_or_reset`,
   :func:`~retro_atari_kit.wrappers.fire_reset.fire_start`) while the other envs keep emulating.
 - No-op starts: ale-py draws 0..``n-1`` no-op frames; the kit draws 1..``noop_max``. We ask C++ for
   ``noop_max + 1`` and reset again when it drew 0, which gives exactly the kit's distribution. The random
@@ -40,6 +38,7 @@ The same driver runs over several worker processes, one block of envs each, in
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -48,18 +47,79 @@ from gymnasium.vector import AutoresetMode
 
 from retro_atari_kit.catalog import ale_game
 from retro_atari_kit.envs.ale import MAX_FRAMES_PER_EPISODE
-from retro_atari_kit.vector._kernels import kernels
 from retro_atari_kit.vector._stacked import BatchedInfos, Seeds
-from retro_atari_kit.vector._threads import schedule_as_batch, started_threads
-from retro_atari_kit.vector._warp import FrameWarper, default_warp_threads
 from retro_atari_kit.wrappers.area_resize import load_kernel
-from retro_atari_kit.wrappers.episodic_life import continue_or_reset
+from retro_atari_kit.wrappers.episodic_life import continue_or_reset, life_loss_step
 from retro_atari_kit.wrappers.fire_reset import fire_reset_enabled, fire_start
 from retro_atari_kit.wrappers.true_score import episode_record
+from retro_atari_kit.wrappers.warp_frame import warp_into
 
 NOOP = 0
 _PADDLE = [1.0]  # paddle strength of a discrete action
 COUNTERS = ("lives", "episode_frame_number", "frame_number")  # ALE's info keys, present for every env
+
+
+_kernel_lock = threading.Lock()
+_kernel = None
+
+
+def finish_steps_kernel():
+    """The rules of a step for every env that stepped, in the stack's order, as one numba call: the time
+    limit (gymnasium's ``TimeLimit``), the true-score sums (:class:`~retro_atari_kit.wrappers.
+    TrueScoreStatistics`), episodic life (:func:`~retro_atari_kit.wrappers.episodic_life.life_loss_step`,
+    compiled from the same function) and the reward clip (:func:`~retro_atari_kit.wrappers.clip_reward.
+    clip_to_sign`'s sign rule). Dozens of small numpy calls per step were most of the calling thread's time
+    before (docs/performance.md). Compiled on first use (about a second, then numba's on-disk cache), only
+    in processes that build a native vector env."""
+    global _kernel
+    if _kernel is None:
+        with _kernel_lock:
+            if _kernel is None:
+                _kernel = _compile_finish_steps()
+    return _kernel
+
+
+def _compile_finish_steps():
+    import numba
+
+    life_rule = numba.njit(life_loss_step, cache=True)
+
+    @numba.njit(cache=True)
+    def finish_steps(
+        envs, floats, ints, flags, max_steps, episodic, clip, rewards, terms, truncs
+    ):  # pragma: no cover
+        # envs: indices of the envs that stepped. Per-env rows (NativeDriver's packed state): floats = score,
+        # the raw reward received; ints = elapsed steps, episode length, lives before the step, lives now;
+        # flags = terminated and truncated as received, continue the game on reset, game over (a
+        # true-score record is due). max_steps <= 0: no time limit. rewards / terms / truncs: the stack's
+        # step results, indexed by env. Returns how many games ended.
+        score, raw_reward = floats[0], floats[1]
+        elapsed, length, lives, lives_now = ints[0], ints[1], ints[2], ints[3]
+        raw_term, raw_trunc, continue_game, game_over = flags[0], flags[1], flags[2], flags[3]
+        ended = 0
+        for k in range(envs.shape[0]):
+            i = envs[k]
+            reward = raw_reward[i]
+            terminated = raw_term[i]
+            truncated = raw_trunc[i]
+            elapsed[i] += 1
+            if max_steps > 0 and elapsed[i] >= max_steps:
+                truncated = True
+            score[i] += reward
+            length[i] += 1
+            game_over[i] = terminated or truncated
+            if game_over[i]:
+                ended += 1
+            if episodic:
+                terminated, go_on = life_rule(lives_now[i], lives[i], terminated, truncated)
+                lives[i] = lives_now[i]
+                continue_game[i] = go_on
+            rewards[i] = np.sign(reward) if clip else reward
+            terms[i] = terminated
+            truncs[i] = truncated
+        return ended
+
+    return finish_steps
 
 
 def native_incompatibilities(cfg: dict[str, Any]) -> list[str]:
@@ -88,7 +148,7 @@ def _native_seed(seed: int) -> int:
     return int(np.random.SeedSequence(seed).generate_state(1, np.uint32)[0] >> 1)
 
 
-def _make_core(rom: str, cfg: dict[str, Any], num_envs: int = 1, num_threads: int = 1):
+def make_core(rom: str, cfg: dict[str, Any], num_envs: int = 1, num_threads: int = 1):
     """One env in C++: emulator, no-op starts, frame skip with RGB max-pooling, frame cap, sticky actions.
     (``num_envs`` / ``num_threads``: the same settings for a batch of envs stepped together, which
     ``benchmarks/ale_core_cost.py`` compares with the one-env cores.)"""
@@ -124,31 +184,19 @@ class NativeDriver:
     reset, warp and reward clip.
     """
 
-    def __init__(
-        self,
-        game: str,
-        num_envs: int,
-        cfg: dict[str, Any],
-        warp_threads: int | None = None,
-        batch_emulators: bool = True,
-    ):
+    def __init__(self, game: str, num_envs: int, cfg: dict[str, Any]):
         import gymnasium as gym
 
         rom = ale_game(game).rom
         self.cores: list[Any] = []
-        self.warper: FrameWarper | None = None
         try:
-            with started_threads() as emulators:
-                for _ in range(num_envs):
-                    self.cores.append(_make_core(rom, cfg))
-            if batch_emulators:
-                schedule_as_batch(emulators)
+            for _ in range(num_envs):
+                self.cores.append(make_core(rom, cfg))
             load_kernel()  # the warp's exact INTER_AREA resize, cheaper than cv2's own
-            threads = warp_threads if warp_threads is not None else default_warp_threads(num_envs)
-            self.warper = FrameWarper(cfg["grayscale"], cfg["crop_score"], threads)
         except BaseException:
             self.close()
             raise
+        self.grayscale, self.crop = cfg["grayscale"], cfg["crop_score"]
         self._ales = [core.ale for core in self.cores]
         action_set = self._ales[0].get_action_set()
         self.action_meanings = [action.name for action in action_set]
@@ -168,7 +216,7 @@ class NativeDriver:
         self._all = list(range(num_envs))
         # Per-env state, one entry per env, packed by dtype so the rules kernel takes three arrays (the names
         # are row views): TimeLimit, TrueScoreStatistics and EpisodicLife's state, and the latest step
-        # received from each env (written by the warp threads); the row order is the kernel's
+        # received from each env; the row order is the kernel's
         self._ints = np.zeros((4, num_envs), dtype=np.int64)
         self.elapsed, self.length, self.lives, self._lives_now = self._ints
         self._floats = np.zeros((2, num_envs), dtype=np.float64)
@@ -182,21 +230,16 @@ class NativeDriver:
         self._frame_number = np.zeros(num_envs, dtype=np.int64)
         self._one = (np.zeros(num_envs), np.zeros(num_envs, dtype=bool), np.zeros(num_envs, dtype=bool))
         self._all_envs = np.arange(num_envs, dtype=np.intp)
-        self._finish_steps = kernels().finish_steps
-        self._actions: list[int] = [NOOP] * num_envs  # this step's actions, sent by the warp threads
-        self._receivers = [lambda i=i: self._receive(i) for i in range(num_envs)]
+        self._finish_steps = finish_steps_kernel()
 
     # -- core level: the C++ envs + TimeLimit + TrueScoreStatistics, for a list of envs ---------------
     def _send(self, envs: list[int], actions: list[int]) -> None:
         for i, action in zip(envs, actions, strict=True):
             self._ales[i].send([action], _PADDLE)
 
-    def _send_chunk(self, envs: list[int]) -> None:
-        self._send(envs, [self._actions[i] for i in envs])
-
     def _receive(self, i: int) -> np.ndarray:
-        """Block until env ``i``'s step or reset arrives; keep its numbers and return its RGB frame.
-        Called from the warp threads, so each frame is warped as soon as its env is done."""
+        """Block until env ``i``'s step or reset arrives (ale-py releases the GIL meanwhile); keep its numbers
+        and return its RGB frame."""
         obs, reward, terminated, truncated, info = self._ales[i].recv()
         self._reward[i] = reward[0]
         self._terminated[i] = terminated[0]
@@ -218,7 +261,7 @@ class NativeDriver:
     ) -> int:
         """The received steps of ``envs`` through the time limit, the true-score sums, episodic life (if
         ``life``) and the reward clip (if ``clip``), into ``rewards`` / ``terms`` / ``truncs`` (indexed by
-        env), in one kernel call (:func:`~retro_atari_kit.vector._kernels.finish_steps`). Returns how many
+        env), in one kernel call (:func:`finish_steps_kernel`). Returns how many
         games ended; :meth:`_episodes` has their records."""
         state = (self._floats, self._ints, self._flags, self.max_steps or 0, life and self.episodic, clip)
         return self._finish_steps(envs, *state, rewards, terms, truncs)
@@ -288,7 +331,9 @@ class NativeDriver:
         return info
 
     def _warp(self, envs: list[int]) -> None:
-        self.warper.warp([self._raw[i] for i in envs], envs, self.frames)
+        frames, grayscale, crop, raw = self.frames, self.grayscale, self.crop, self._raw
+        for i in envs:
+            warp_into(raw[i], frames[i], grayscale, crop)
 
     def counters(self) -> dict[str, np.ndarray]:
         """ALE's counters of every env after its last step or reset (:data:`COUNTERS`), not copied."""
@@ -304,43 +349,35 @@ class NativeDriver:
         self._warp(list(indices))
         return infos
 
-    def step(self, actions: np.ndarray, reset_mask: np.ndarray, same_step: bool):
+    def step(self, actions: np.ndarray, reset_mask: np.ndarray) -> tuple:
+        """Step every env but those in ``reset_mask``, which are reset instead (reward 0, no episode end:
+        the next-step autoreset that :class:`~retro_atari_kit.vector._stacked.StackedVectorEnv` decides).
+        Every action is sent first, so all envs emulate while the resets run and each frame is warped as
+        soon as its env is done."""
         n = self.num_envs
-        # StackedVectorEnv.step has checked them (check_actions): an action ale-py refuses would fail in its
-        # thread and never answer
-        self._actions = actions.tolist()
         resetting = reset_mask.nonzero()[0].tolist()
         stepping = [i for i in self._all if not reset_mask[i]] if resetting else self._all
+        # StackedVectorEnv.step has checked the actions (check_actions): one ale-py refuses would fail in its
+        # thread and never answer
+        todo = actions.tolist()
+        self._send(stepping, todo if not resetting else [todo[i] for i in stepping])
         extra: dict[int, dict] = {}  # per-env info keys beyond the counters every env has
-        pending = None
-        if stepping:  # the warp threads send their envs' actions, receive the steps and warp the frames
-            receivers = self._receivers if not resetting else [self._receivers[i] for i in stepping]
-            pending = self.warper.submit(receivers, stepping, self.frames, start=self._send_chunk)
+        grayscale, crop, frames, receive = self.grayscale, self.crop, self.frames, self._receive
         try:
-            for i in resetting:  # in this thread, while the other envs emulate
+            for i in resetting:  # while the other envs emulate
                 extra[i] = _extra(self._reset_env(i, None))
-            if resetting:
-                self._warp(resetting)
-        finally:
-            if pending is not None:
-                self.warper.wait(pending)
-        # envs being reset return reward 0 and no episode end (gymnasium's NEXT_STEP autoreset)
+        finally:  # every sent step is received, so no answer is left for a later call
+            for i in stepping:
+                warp_into(receive(i), frames[i], grayscale, crop)
+        self._warp(resetting)
         rewards, terms, truncs = np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-        finals: dict[int, tuple[np.ndarray, dict]] = {}
         if stepping:
             envs = self._all_envs if not resetting else np.asarray(stepping, dtype=np.intp)
-            ended = self._finish(envs, rewards, terms, truncs, True, self.clip)
-            episodes = self._episodes(envs) if ended else {}
-            for i, episode in episodes.items():
-                extra[i] = {"episode": episode}
-            if same_step and (terms.any() or truncs.any()):
-                ended = (terms | truncs).nonzero()[0].tolist()
-                for i in ended:
-                    finals[i] = (self.frames[i].copy(), self._info(i, episodes))
-                    extra[i] = _extra(self._reset_env(i, None))
-                self._warp(ended)
+            if self._finish(envs, rewards, terms, truncs, True, self.clip):
+                for i, episode in self._episodes(envs).items():
+                    extra[i] = {"episode": episode}
         common = {key: values.copy() for key, values in self.counters().items()}
-        return rewards, terms, truncs, BatchedInfos(common, {i: e for i, e in extra.items() if e}), finals
+        return rewards, terms, truncs, BatchedInfos(common, {i: e for i, e in extra.items() if e})
 
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
         if name == "get_action_meanings":
@@ -356,9 +393,6 @@ class NativeDriver:
         )
 
     def close(self) -> None:
-        if self.warper is not None:
-            self.warper.close()
-            self.warper = None
         for core in self.cores:
             core.close()
         self.cores = []

@@ -1,20 +1,19 @@
 """The native ALE backend sharded over worker processes: each process drives a contiguous block of envs.
 
-Why (docs/performance.md): in one process the exact warp of each frame runs on a few Python
-threads, which contend for the GIL and hand each step to each other; on 16 cores the warp capped the
-backend at ~10,000 env steps/s whatever the thread count. Here every worker process runs a
-:class:`~retro_atari_kit.vector.native_ale.NativeDriver` over its block, with no warp thread: its one
-thread sends its envs' actions, then receives and warps each frame as soon as its env is done, while the
-block's other envs (C++ threads) still emulate. Workers share no GIL, so the warp scales with the cores.
+Why (docs/performance.md): in one process the exact warp of every frame runs under one GIL, which caps
+the backend near 11,000 env steps/s on 16 cores whatever the core count. Here every worker process runs a
+:class:`~retro_atari_kit.vector.native_ale.NativeDriver` over its block: its one thread sends its envs'
+actions, then receives and warps each frame as soon as its env is done, while the block's other envs (C++
+threads) still emulate. Workers share no GIL, so the warp scales with the cores.
 
 Frames are those of the in-process native backend, bit for bit: each worker runs the same driver, whose
 warp writes straight into shared memory; env ``i`` of the vector env is env ``i - lo`` of its block, with
 the same seed. A step is one wake-up for all workers (:class:`~retro_atari_kit.processes.Wakeups`): the
 actions, the reset mask and the autoreset mode go into shared memory, every worker steps its block and
 writes frames, rewards, flags and ALE's counters there, and the last one to finish releases the main
-process. The rare rest (a game's true score, the final frame's info of a same-step autoreset, an
-exception) follows over the worker's pipe, as do ``reset``, ``call`` and ``close``. Frame stacking
-happens in the main process (:class:`~retro_atari_kit.vector._stacked.StackedVectorEnv`).
+process. The rare rest (a game's true score, an exception) follows over the worker's pipe, as do
+``reset``, ``call`` and ``close``. Frame stacking and the autoreset happen in the main process
+(:class:`~retro_atari_kit.vector._stacked.StackedVectorEnv`).
 
 A worker that dies makes the call raise :class:`~retro_atari_kit.vector.WorkerDiedError` at once (its
 ``rank`` is the block's first env), and stops the others.
@@ -23,7 +22,6 @@ A worker that dies makes the call raise :class:`~retro_atari_kit.vector.WorkerDi
 from __future__ import annotations
 
 import os
-import threading
 import warnings
 from multiprocessing.connection import Connection
 from typing import Any
@@ -50,7 +48,6 @@ from retro_atari_kit.vector._pool import (
     start_worker,
 )
 from retro_atari_kit.vector._stacked import BatchedInfos, Seeds, StackedVectorEnv
-from retro_atari_kit.vector._threads import schedule_as_batch
 from retro_atari_kit.vector.native_ale import COUNTERS, NativeDriver
 
 MIN_CORES = 8  # below this many cores the default keeps every env in this process
@@ -92,11 +89,9 @@ class ShardShared(SharedLayout):
 
     def __init__(self, buffer: Any, n: int, shards: int, frame_shape: tuple[int, ...]):
         super().__init__()
-        both = self._take(buffer, (n, 2, *frame_shape), np.uint8)
-        self.frames, self.final_frames = both[:, 0], both[:, 1]
+        self.frames = self._take(buffer, (n, *frame_shape), np.uint8)
         self.actions = self._take(buffer, (n,), np.int64)
         self.reset_mask = self._take(buffer, (n,), np.bool_)
-        self.same_step = self._take(buffer, (1,), np.bool_)
         self.rewards = self._take(buffer, (n,), np.float64)
         self.flags = self._take(buffer, (n, 2), np.bool_)  # terminated, truncated
         self.counters = self._take(buffer, (n, len(COUNTERS)), np.int64)
@@ -110,10 +105,12 @@ class ShardWorker(WakeupWorker):
     def __init__(self, shard: int, lo: int, hi: int, shards: int, game: str, cfg: dict, wakeup: ChildWakeup):
         self.shard, self.lo, self.hi, self.shards = shard, lo, hi, shards
         self.wakeup = wakeup
-        self.driver = NativeDriver(game, hi - lo, cfg, warp_threads=0)
-        # woken by its semaphore, this thread then does not preempt the main process before it has woken the
-        # other workers (a wake-up cost the main process 45 us, 12 us with this; docs/performance.md)
-        schedule_as_batch({threading.get_native_id()})
+        # Woken by its semaphore, this thread then does not preempt the main process before it has woken the
+        # other workers (a wake-up cost the main process 45 us, 12 us with this; docs/vectorization.md). Set
+        # before the emulators start: their C++ threads inherit it.
+        if hasattr(os, "SCHED_BATCH"):
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        self.driver = NativeDriver(game, hi - lo, cfg)
 
     def hello(self) -> tuple:
         driver = self.driver
@@ -123,19 +120,14 @@ class ShardWorker(WakeupWorker):
         shared, lo, hi = self.shared, self.lo, self.hi
         where = IN_MEMORY
         try:
-            rewards, terms, truncs, infos, finals = self.driver.step(
-                shared.actions[lo:hi], shared.reset_mask[lo:hi], bool(shared.same_step[0])
-            )
+            rewards, terms, truncs, infos = self.driver.step(shared.actions[lo:hi], shared.reset_mask[lo:hi])
             shared.rewards[lo:hi] = rewards
             shared.flags[lo:hi, 0] = terms
             shared.flags[lo:hi, 1] = truncs
             for j, key in enumerate(COUNTERS):
                 shared.counters[lo:hi, j] = infos.common[key]
-            if infos.extra or finals:
-                for i, (frame, _) in finals.items():
-                    shared.final_frames[lo + i] = frame
-                extra = {lo + i: info for i, info in infos.extra.items()}
-                reply(conn, (extra, {lo + i: info for i, (_, info) in finals.items()}))
+            if infos.extra:
+                reply(conn, {lo + i: info for i, info in infos.extra.items()})
                 where = ON_PIPE
         except Exception as exc:
             reply_error(conn, exc)
@@ -227,14 +219,13 @@ class ShardedNativeDriver(WorkerPool):
             infos.update(zip(envs, shard_infos, strict=True))
         return [infos[i] for i in indices]
 
-    def step(self, actions: np.ndarray, reset_mask: np.ndarray, same_step: bool):
+    def step(self, actions: np.ndarray, reset_mask: np.ndarray) -> tuple:
         self._check()
         shared, workers = self._shared, self.workers
         everyone = range(len(workers))
         try:
             shared.actions[:] = actions
             shared.reset_mask[:] = reset_mask
-            shared.same_step[0] = same_step
             self._wakeups.start(everyone)
             self._wakeups.wait(workers)
             answers = receive_all([workers[s] for s in everyone if shared.where[s] == ON_PIPE])
@@ -242,14 +233,11 @@ class ShardedNativeDriver(WorkerPool):
             self._died(exc)
             raise
         extra: dict[int, dict] = {}
-        finals: dict[int, tuple[np.ndarray, dict]] = {}
-        for block_extra, block_finals in answers:
+        for block_extra in answers:
             extra.update(block_extra)
-            for i, info in block_finals.items():
-                finals[i] = (shared.final_frames[i].copy(), info)
         common = {key: shared.counters[:, j].copy() for j, key in enumerate(COUNTERS)}
         terms, truncs = shared.flags[:, 0].copy(), shared.flags[:, 1].copy()
-        return shared.rewards.copy(), terms, truncs, BatchedInfos(common, extra), finals
+        return shared.rewards.copy(), terms, truncs, BatchedInfos(common, extra)
 
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
         answers = self._request_each([(s, "call", (name, args, kwargs)) for s in range(len(self.workers))])
@@ -264,19 +252,18 @@ def make_native_vector_env(
     num_envs: int,
     autoreset_mode: AutoresetMode,
     cfg: dict[str, Any],
-    shards: int | None = None,
+    shards: int,
+    defaulted: bool,
     start_method: str | None = None,
 ) -> StackedVectorEnv:
     """The native backend from resolved kwargs the native driver can express (``validate_ale_kwargs``,
     checked with ``native_incompatibilities``): in this process (``shards=1``) or over ``shards`` workers
-    (None: :func:`default_shards`).
+    (:func:`check_shards`'s count).
 
-    Workers that cannot start when ``shards`` was left to the default (most often a script without a main
-    guard, whose workers re-run it) do not fail the call: a ``UserWarning`` says why and how to get the
-    workers, and every env runs in this process, with the same observations.
+    Workers that cannot start when ``shards`` was left to the default (``defaulted``; most often a script
+    without a main guard, whose workers re-run it) do not fail the call: a ``UserWarning`` says why and how to
+    get the workers, and every env runs in this process, with the same observations.
     """
-    defaulted = shards is None
-    shards = check_shards(shards, num_envs)
     if shards > 1:
         try:
             driver = ShardedNativeDriver(game, num_envs, cfg, shards, start_method)

@@ -1,5 +1,5 @@
-"""The native ALE backend's batched driving: the rule functions it shares with the wrappers, the threaded
-warp, and whole runs of many envs against ``gym.make`` (real emulator throughout).
+"""The native ALE backend's batched driving: the rule functions it shares with the wrappers, its rules
+kernel, and whole runs of many envs against ``gym.make`` (real emulator throughout).
 
 Runs use ``noop_max=0`` (the native no-op generator is ale-py's, see test_vector.py) and allow the one
 documented native difference: the frame of a game over that ends mid-skip.
@@ -7,24 +7,19 @@ documented native difference: the frame of a game over that ends mid-skip.
 
 from __future__ import annotations
 
-import gc
-import os
 import threading
 
 import gymnasium as gym
 import numpy as np
 import pytest
-from ale_py import AtariEnv
 
 import retro_atari_kit  # noqa: F401
 from retro_atari_kit.envs.ale import validate_ale_kwargs
 from retro_atari_kit.vector._stacked import StackedVectorEnv
-from retro_atari_kit.vector._warp import FrameWarper, default_warp_threads
-from retro_atari_kit.vector.native_ale import NativeDriver
+from retro_atari_kit.vector.native_ale import NativeDriver, finish_steps_kernel
 from retro_atari_kit.wrappers.clip_reward import clip_to_sign
 from retro_atari_kit.wrappers.episodic_life import continue_or_reset, life_loss_step
 from retro_atari_kit.wrappers.fire_reset import fire_start
-from retro_atari_kit.wrappers.warp_frame import crop_and_resize
 
 # -- rule functions: one statement, scalars (wrappers) and arrays (native backend) --------------------
 LIFE_CASES = [
@@ -61,8 +56,6 @@ def test_clip_to_sign_scalars_and_arrays():
 @pytest.mark.parametrize("clip", [True, False])
 def test_finish_steps_kernel_follows_the_wrappers_rules(episodic, clip):
     """The native backend's one-call rules: TimeLimit, the true-score sums, life_loss_step, clip_to_sign."""
-    from retro_atari_kit.vector._kernels import kernels
-
     n = len(LIFE_CASES)
     lives_now, previous, term, trunc = (np.array(c) for c in list(zip(*LIFE_CASES, strict=True))[:4])
     raw_reward = np.array([-7.0, 0.0, 0.25, 12.0, 3.0, -1.0, 0.0])
@@ -74,7 +67,7 @@ def test_finish_steps_kernel_follows_the_wrappers_rules(episodic, clip):
     floats = np.stack([score, raw_reward])
     ints = np.stack([elapsed, length, lives, lives_now])
     flags = np.stack([term, trunc, continue_game, game_over])
-    ended = kernels().finish_steps(envs, floats, ints, flags, 10, episodic, clip, rewards, terms, truncs)
+    ended = finish_steps_kernel()(envs, floats, ints, flags, 10, episodic, clip, rewards, terms, truncs)
     score, _, elapsed, length, lives, _ = (*floats, *ints)
     continue_game, game_over = flags[2], flags[3]
     for i in range(n):
@@ -141,85 +134,21 @@ def test_fire_start_and_continue_or_reset_follow_the_wrappers_rules():
     assert calls == [("reset", None)]
 
 
-# -- the threaded warp -------------------------------------------------------------------------------
-def _real_frames(count: int) -> list[np.ndarray]:
-    """Real RGB frames from three games (Breakout, Pong, MsPacman) under random play."""
-    frames = []
-    rng = np.random.default_rng(0)
-    for game in ("breakout", "pong", "ms_pacman"):
-        env = AtariEnv(game=game, frameskip=4, repeat_action_probability=0.0)
-        env.reset(seed=1)
-        for _ in range(count // 3 + 1):
-            obs, *_ = env.step(int(rng.integers(env.action_space.n)))
-            frames.append(obs)
-        env.close()
-    return frames[:count]
-
-
-@pytest.mark.parametrize(
-    ("grayscale", "crop"), [(True, None), (True, (16, 210, 0, 160)), (False, (30, 190, 8, 152))]
-)
-def test_frame_warper_equals_crop_and_resize(grayscale, crop):
-    frames = _real_frames(30)
-    channels = 1 if grayscale else 3
-    for threads in (0, 1, 4):  # 0: in the calling thread
-        warper = FrameWarper(grayscale, crop, threads)
-        out = np.zeros((len(frames), channels, 84, 84), dtype=np.uint8)
-        rows = list(range(len(frames)))
-        # half of the sources are fetched lazily by the warp threads, as the native backend's receivers are
-        sources = [f if k % 2 else (lambda f=f: f) for k, f in enumerate(frames)]
-        warper.warp(sources, rows, out)
-        warper.close()
-        for k, frame in enumerate(frames):
-            np.testing.assert_array_equal(out[k], crop_and_resize(frame, 84, grayscale, crop), err_msg=f"{k}")
-
-
-def test_default_warp_threads(monkeypatch):
-    """Two, at most one per two envs, whatever the core count (more contend for the GIL)."""
-    cases = [(2, 8, 2), (2, 2, 1), (1, 1, 1), (16, 8, 2), (16, 3, 2), (64, 16, 2), (64, 64, 2), (16, 1, 1)]
-    for cores, envs, want in cases:
-        monkeypatch.setattr("os.cpu_count", lambda cores=cores: cores)
-        assert default_warp_threads(envs) == want, (cores, envs)
-
-
-def test_frame_warper_reraises_a_source_error_after_every_chunk_finished():
-    frames = _real_frames(6)
-    warper = FrameWarper(True, None, 3)
-    out = np.zeros((6, 1, 84, 84), dtype=np.uint8)
-
-    def broken():
-        raise RuntimeError("emulator thread died")
-
-    with pytest.raises(RuntimeError, match="emulator thread died"):
-        warper.warp([frames[0], frames[1], broken, frames[3], frames[4], frames[5]], list(range(6)), out)
-    np.testing.assert_array_equal(out[5], crop_and_resize(frames[5], 84, True, None))  # others completed
-    warper.warp(frames, list(range(6)), out)  # still usable
-    warper.close()
-    with pytest.raises(RuntimeError, match="closed"):
-        warper.warp(frames, list(range(6)), out)
-
-
 # -- whole runs ---------------------------------------------------------------------------------------
-def _native(
-    game: str, num_envs: int, warp_threads: int, autoreset: str = "NextStep", batch: bool = True, **kwargs
-):
+def _native(game: str, num_envs: int, autoreset: str = "NextStep", **kwargs):
     cfg = validate_ale_kwargs(game, kwargs)
-    return StackedVectorEnv(
-        NativeDriver(game, num_envs, cfg, warp_threads, batch), cfg["frame_stack"], autoreset, "native"
-    )
+    return StackedVectorEnv(NativeDriver(game, num_envs, cfg), cfg["frame_stack"], autoreset, "native")
 
 
-@pytest.mark.parametrize(("warp_threads", "kwargs"), [(3, {}), (2, {"grayscale": False, "crop_score": True})])
-def test_many_envs_with_resets_between_steps_equal_gym_make(
-    reference_run, assert_env_step, warp_threads, kwargs
-):
+@pytest.mark.parametrize("kwargs", [{}, {"grayscale": False, "crop_score": True}])
+def test_many_envs_with_resets_between_steps_equal_gym_make(reference_run, assert_env_step, kwargs):
     """Five Breakout envs lose lives at different steps, so most steps mix envs that reset (NOOP + FIRE
     + action 2, or a new game) with envs that step; every frame, reward, flag, life count and true score
     equals gym.make's."""
     kwargs = {"noop_max": 0, **kwargs}
     actions = np.random.default_rng(5).integers(0, 4, size=(400, 5))
     first, steps = reference_run("RetroKit/Breakout-v0", 5, 7, actions, **kwargs)
-    venv = _native("Breakout", 5, warp_threads, **kwargs)
+    venv = _native("Breakout", 5, **kwargs)
     mixed = games = 0
     try:
         obs, _ = venv.reset(seed=7)
@@ -240,12 +169,12 @@ def test_many_envs_with_resets_between_steps_equal_gym_make(
 
 
 def test_same_seed_same_run_whatever_the_thread_timing():
-    """No-ops and all: two native vector envs with one seed and the same actions stay identical (other warp
-    threads, emulator threads under the default scheduler instead of SCHED_BATCH)."""
+    """No-ops and all: two native vector envs with one seed and the same actions stay identical, however the
+    emulator threads were scheduled."""
     actions = np.random.default_rng(2).integers(0, 4, size=(300, 6))
     runs = []
-    for warp_threads, batch in ((3, True), (1, False)):
-        venv = _native("Breakout", 6, warp_threads, batch=batch)
+    for _ in range(2):
+        venv = _native("Breakout", 6)
         try:
             obs, _ = venv.reset(seed=11)
             trace = [obs]
@@ -274,41 +203,13 @@ def test_out_of_range_action_raises_instead_of_hanging():
         venv.close()
 
 
-@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
-def test_emulator_threads_and_only_they_run_under_sched_batch():
-    """The woken emulators must not preempt the Python threads that send actions and warp frames."""
-
-    def batch_threads() -> set[int]:
-        tids = {int(t) for t in os.listdir("/proc/self/task")}
-        return {t for t in tids if os.sched_getscheduler(t) == os.SCHED_BATCH}
-
-    before = batch_threads()
-    venv = _native("Pong", 3, 2)
+def test_one_process_starts_no_python_thread():
+    """In one process the calling thread sends, receives and warps: the only threads are ale-py's."""
+    before = threading.active_count()
+    venv = gym.make_vec("RetroKit/Pong-v0", num_envs=3, backend="native", shards=1)
     try:
         venv.reset(seed=0)
         venv.step(np.zeros(3, dtype=np.int64))
-        emulators = batch_threads() - before
-        assert len(emulators) == 3  # one C++ thread per env
-        assert threading.get_native_id() not in emulators
-        warp = {t.native_id for t in threading.enumerate() if t.name.startswith("retrokit-warp")}
-        assert len(warp) == 2 and not warp & emulators
+        assert threading.active_count() == before
     finally:
         venv.close()
-
-
-def test_warp_threads_end_with_the_vector_env():
-    def warp_threads() -> int:
-        return sum(t.name.startswith("retrokit-warp") for t in threading.enumerate())
-
-    before = warp_threads()
-    venv = _native("Pong", 4, 2)
-    venv.reset(seed=0)
-    venv.step(np.zeros(4, dtype=np.int64))
-    assert warp_threads() == before + 2
-    venv.close()
-    assert warp_threads() == before
-    venv = _native("Pong", 2, 1)
-    venv.reset(seed=0)
-    del venv  # never closed: collecting it stops its threads too
-    gc.collect()
-    assert warp_threads() == before

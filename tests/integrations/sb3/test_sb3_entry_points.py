@@ -1,5 +1,6 @@
 """SB3's own entry points report true game scores on kit envs: PPO("CnnPolicy", id), SB3's make_vec_env,
-Monitor under evaluate_policy, VecMonitor; VecFrameStack over a kit env warns.
+Monitor under evaluate_policy, evaluate_policy over the kit's launcher, VecMonitor; VecFrameStack over a kit
+env warns.
 
 SpaceInvaders has three lives and rewards of 5-30 points: per-life clipped returns (what a plain Monitor
 records) are small integer counts, true scores are multiples of 5 in the hundreds.
@@ -16,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from retro_atari_kit.integrations.sb3 import NatureCNN
+from retro_atari_kit.integrations.sb3 import make_vec_env as kit_make_vec_env
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
@@ -180,3 +182,42 @@ def test_adapters_apply_whichever_is_imported_first(first):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "True"
+
+
+class _RandomAgent:
+    """What ``evaluate_policy`` needs of a model: ``predict``, here seeded random actions."""
+
+    def __init__(self, n: int, actions: int):
+        self.n, self.actions, self.rng = n, actions, np.random.default_rng(0)
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=False):
+        return self.rng.integers(self.actions, size=self.n), None
+
+
+def test_evaluate_policy_counts_whole_games_with_their_true_scores(recwarn):
+    """SB3's evaluate_policy over the kit's launcher (whose ``env_is_wrapped(Monitor)`` is truthfully False):
+    no 'not wrapped with a Monitor' warning, and one episode per whole game with its true score, never one per
+    life, although life losses end training episodes."""
+    venv = kit_make_vec_env("RetroKit/Breakout-v0", n_envs=2, seed=3)
+    life_losses, steps, games = [], [0, 0], {0: [], 1: []}
+
+    def watch(local_vars, global_vars):
+        i, done, info = local_vars["i"], local_vars["done"], local_vars["info"]
+        steps[i] += 1
+        life_losses.append(bool(done) and "episode" not in info)
+        if "episode" in info:  # a real game over: its record, and the steps the env took since the last one
+            games[i].append((info["episode"]["r"], info["episode"]["l"], steps[i]))
+            steps[i] = 0
+
+    try:
+        rewards, lengths = evaluate_policy(
+            _RandomAgent(2, 4), venv, n_eval_episodes=2, return_episode_rewards=True, callback=watch
+        )
+    finally:
+        venv.close()
+    assert not [w for w in recwarn if "Monitor" in str(w.message)]
+    assert any(life_losses)  # per-life counting would have reported those as episodes
+    first = [games[0][0], games[1][0]]  # evaluate_policy counts one game per env here
+    # whole games: every agent step of all lives, and the steps a reset takes after a life loss (FIRE, ...)
+    assert all(length >= walked for _, length, walked in first)
+    assert sorted(zip(rewards, lengths, strict=True)) == sorted((r, length) for r, length, _ in first)

@@ -130,7 +130,7 @@ def test_defaults_and_errors():
     venv = make_vec_env("RetroKit/Pong-v0", backend="native")
     try:
         assert venv.num_envs == (os.cpu_count() or 1)
-        assert venv.env_is_wrapped(Monitor) == [True] * venv.num_envs
+        assert venv.env_is_wrapped(Monitor) == [False] * venv.num_envs  # it holds no SB3 Monitor
         assert venv.get_attr("render_mode") == [None] * venv.num_envs
         assert venv.env_method("get_action_meanings", indices=[0])[0][1] == "FIRE"
     finally:
