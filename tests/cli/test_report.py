@@ -13,8 +13,8 @@ from rliable import metrics
 
 from retro_atari_kit.cli import main
 from retro_atari_kit.evaluation import ATARI5, atari5_median_estimate, human_normalized
-from retro_atari_kit.protocols import PROTOCOLS
 from retro_atari_kit.evaluation.records import make_record, write_record
+from retro_atari_kit.protocols import PROTOCOLS
 from tests.cli._run import edit_record
 
 COMMITTED_RUN = os.path.join(os.path.dirname(__file__), "..", "..", "results", "pong-dqn-0")

@@ -21,8 +21,8 @@ pytestmark = [pytest.mark.sweep, pytest.mark.slow]
 def record(run: str = "pong-0", algo: str = "ppo", changes: dict | None = None, into: str = "ev"):
     """``<into>/<run>.training.json``: an eval record of the kit's own writer, with ``changes`` made to it
     (``"protocol.x"`` names a field of the protocol; the value ``...`` removes the field)."""
-    from retro_atari_kit.protocols import PROTOCOLS
     from retro_atari_kit.evaluation.records import make_record, write_record
+    from retro_atari_kit.protocols import PROTOCOLS
 
     def setup(d: Path) -> None:
         data = make_record(
