@@ -66,12 +66,13 @@ def checkpoint_payload(checkpoint: str) -> dict[str, Any]:
     policy = os.path.join(checkpoint, POLICY_FILE)
     advice = f"delete {checkpoint} to resume from the previous one"
     payload = read_policy_file(policy, advice=advice, what="checkpoint ")
-    try:
-        payload["algo"], tuple(payload["obs_shape"]), int(payload["n_actions"])
-    except Exception as exc:  # noqa: BLE001 - a field missing or of the wrong kind: not the kit's payload
-        raise RunError(
-            f"cannot read checkpoint {policy}: its payload lacks a readable {exc}; {advice}"
-        ) from None
+    for field, read in (("algo", str), ("obs_shape", tuple), ("n_actions", int)):
+        try:
+            read(payload[field])
+        except Exception:  # noqa: BLE001 - missing or of the wrong kind: not the kit's payload
+            raise RunError(
+                f"cannot read checkpoint {policy}: its payload lacks a readable '{field}'; {advice}"
+            ) from None
     return payload
 
 

@@ -52,8 +52,14 @@ def test_a_policy_file_that_is_not_the_kits_is_one_error_line(damage, target, tm
             lambda path: torch.save({"steps": 64, "algo": "ppo"}, path),
             "its payload lacks a readable 'obs_shape'",
         ),
+        (
+            lambda path: torch.save(
+                {"steps": 64, "algo": "ppo", "obs_shape": [4, 84, 84], "n_actions": None}, path
+            ),
+            "its payload lacks a readable 'n_actions'",
+        ),
     ],
-    ids=["text", "no obs_shape"],
+    ids=["text", "no obs_shape", "n_actions of the wrong kind"],
 )
 def test_a_damaged_checkpoint_policy_names_its_reason_and_what_to_do(write, reason, tmp_path):
     from retro_atari_kit.integrations.rllib.resume import checkpoint_payload
