@@ -11,10 +11,8 @@ never in CI::
     python benchmarks/main_thread_cpu.py --sizes 8 --env-steps 4000 --repeats 5
     python benchmarks/main_thread_cpu.py --sizes 4 8 --retro   # with the stable-retro path
     python benchmarks/main_thread_cpu.py --sizes 8 --floor     # with what the native backend cannot avoid
-    python benchmarks/main_thread_cpu.py --sizes 16 --warp-threads 2 8 --only native  # other warp threads
     python benchmarks/main_thread_cpu.py --sizes 4 8 --async    # with EnvPool's async send/recv API
-    python benchmarks/main_thread_cpu.py --sizes 2 4 8 --only retro --retro Pong-Atari2600 \
-        Airstriker-Genesis --retro-before d15e063              # the retro path against an older commit's
+    python benchmarks/main_thread_cpu.py --sizes 2 4 8 --only retro --retro Pong-Atari2600 Airstriker-Genesis
 
 Contenders: ``gym.make_vec("RetroKit/Pong-v0", backend="native")`` (the kit's DeepMind stack, frames
 equal to SB3's AtariWrapper; its default ``shards``), the same with every env in this process
@@ -24,21 +22,16 @@ raw ``AtariVectorEnv("pong", N)`` (ale-py's own preprocessing) and EnvPool
 ``Pong-v5`` when installed; with ``--retro`` also ``RetroKit/Pong-Atari2600-v0`` (stable-retro in one
 worker process per env, its warp done there; process CPU counts those workers too), for each
 game given to ``--retro``, with SB3 ``SubprocVecEnv`` + ``VecFrameStack(4)`` over the same per-env stack
-(the kit's, built with ``frame_stack=1`` as the kit's workers build it) and, with ``--retro-before REV``,
-the kit's subprocess backend as it was at git revision ``REV`` (its ``vector/subprocess.py`` loaded from
-git, over the current package). Prints the medians of ``--rounds`` (the contenders alternated in each
-round, ``benchmarks/harness.py``), the wall-clock env steps/s of the same loops, cores busy (process CPU /
-wall) and medians of per-round ratios; ``--out`` also writes the tables to a file.
+(the kit's, built with ``frame_stack=1`` as the kit's workers build it); ``native_ab.py --path retro``
+compares that path with another git revision's. Prints the medians of ``--rounds`` (the contenders
+alternated in each round, ``benchmarks/harness.py``), the wall-clock env steps/s of the same loops, cores
+busy (process CPU / wall) and medians of per-round ratios; ``--out`` also writes the tables to a file.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -140,38 +133,6 @@ def kit_retro(game: str = "Pong-Atari2600") -> Callable[[int], gym.vector.Vector
     return make
 
 
-def kit_retro_at(module, game: str) -> Callable[[int], gym.vector.VectorEnv]:
-    """The kit's subprocess backend of an older revision (``module``: its ``vector/subprocess.py``)."""
-
-    def make(n: int):
-        from retro_atari_kit.vector._factory import EnvFactory
-
-        factories = [EnvFactory(game, "retro", {}) for _ in range(n)]
-        return module.make_subprocess_vector_env(factories, 4, "NextStep")
-
-    return make
-
-
-def load_subprocess_module_at(rev: str):
-    """``retro_atari_kit/vector/subprocess.py`` at git revision ``rev``, importable by its workers too: it is
-    written to a temporary folder put on ``sys.path`` and ``PYTHONPATH`` before any worker starts."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    source = subprocess.run(
-        ["git", "show", f"{rev}:retro_atari_kit/vector/subprocess.py"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    folder = tempfile.mkdtemp(prefix="retrokit-bench-")
-    name = f"retrokit_subprocess_{rev.replace('-', '_').replace('~', '_')}"
-    with open(os.path.join(folder, f"{name}.py"), "w") as f:
-        f.write(source)
-    sys.path.insert(0, folder)
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (folder, os.environ.get("PYTHONPATH")) if p)
-    return importlib.import_module(name)
-
-
 class _SB3Runner:
     """An SB3 VecEnv behind the calls ``measure`` makes."""
 
@@ -257,9 +218,6 @@ def main(argv: list[str] | None = None) -> None:
         "SubprocVecEnv over the same stack",
     )
     parser.add_argument(
-        "--retro-before", metavar="REV", help="also the kit's subprocess backend at git revision REV"
-    )
-    parser.add_argument(
         "--shards",
         type=int,
         nargs="+",
@@ -277,7 +235,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.sizes, args.env_steps, args.rounds = [2], 200, 1
         args.only = args.only or ["kit native", "raw"]
-    before = load_subprocess_module_at(args.retro_before) if args.retro_before else None
     contenders = {
         "kit native": kit_native,
         "kit native, one process": kit_native_one_process,
@@ -300,8 +257,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.retro is not None:
         for game in args.retro or ["Pong-Atari2600"]:
             contenders[f"kit retro {game}"] = kit_retro(game)
-            if before is not None:
-                contenders[f"kit retro {game} at {args.retro_before}"] = kit_retro_at(before, game)
             contenders[f"SB3 SubprocVecEnv retro {game}"] = sb3_retro(game)
     if args.only:
         words = [w.lower() for w in args.only]
@@ -359,17 +314,17 @@ def main(argv: list[str] | None = None) -> None:
     for game in args.retro or []:
         kit = f"kit retro {game}"
         for n in args.sizes:
-            for other in (f"kit retro {game} at {args.retro_before}", f"SB3 SubprocVecEnv retro {game}"):
-                if kit in contenders and other in contenders:
-                    rows.append(
-                        [
-                            game,
-                            n,
-                            other,
-                            harness.ratio(samples.median_ratio((kit, n), (other, n), 0)),
-                            harness.ratio(samples.median_ratio((kit, n), (other, n), 2)),
-                        ]
-                    )
+            other = f"SB3 SubprocVecEnv retro {game}"
+            if kit in contenders and other in contenders:
+                rows.append(
+                    [
+                        game,
+                        n,
+                        other,
+                        harness.ratio(samples.median_ratio((kit, n), (other, n), 0)),
+                        harness.ratio(samples.median_ratio((kit, n), (other, n), 2)),
+                    ]
+                )
     if rows:
         report.table(
             ["game", "N", "kit against", "calling-thread CPU, kit / other", "env steps/s, kit / other"], rows

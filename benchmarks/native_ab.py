@@ -1,4 +1,4 @@
-"""A/B of the kit's native ALE backend against the package at another git revision, EnvPool and raw ale-py.
+"""A/B of the kit's vector env against the package at another git revision, EnvPool and raw ale-py.
 
 ``main_thread_cpu.py`` compares contenders that live in the current package; a change to the native
 backend is judged against the same backend *before* the change. Each measurement here runs in its own
@@ -11,6 +11,12 @@ hand, never in CI, on an otherwise idle machine::
 
     python benchmarks/native_ab.py --before HEAD~1 --sizes 4 8 --rounds 5
     python benchmarks/native_ab.py --before HEAD~1 --sizes 4 8 --rounds 5 --with envpool raw
+    python benchmarks/native_ab.py --before HEAD~1 --path retro --sizes 4 8   # the worker processes' paths
+    python benchmarks/native_ab.py --before HEAD~1 --path shards --sizes 4 8
+
+``--path`` picks the kit's path: ``native`` (``gym.make_vec("RetroKit/Pong-v0")``, its default backend),
+``shards`` (the same over two worker processes, ``shards=2``) or ``retro`` (``RetroKit/Pong-Atari2600-v0``:
+stable-retro, one worker process per env); process CPU counts the workers too.
 """
 
 from __future__ import annotations
@@ -22,44 +28,55 @@ import sys
 import tempfile
 from pathlib import Path
 
+BEFORE = "RETROKIT_AB_PACKAGE"  # the child's environment: a folder holding only the retro_atari_kit measured
+
 if not __package__:  # run as a file: the repository root on sys.path makes `benchmarks` a package
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if os.environ.get(BEFORE):
+    # before the repository root, here and in the kit's worker processes (which re-import this script): the
+    # folder has nothing but the other revision's package, so `benchmarks` still comes from this checkout
+    sys.path.insert(0, os.environ[BEFORE])
 from benchmarks import harness  # noqa: E402
 
-BEFORE = "RETROKIT_AB_PACKAGE"  # the child's environment: the checkout whose retro_atari_kit it measures
+PATHS = ("native", "shards", "retro")
 
 
-def child(contender: str, n: int, steps: int) -> None:
+def child(contender: str, n: int, steps: int, path: str = "native") -> None:
     """In a child process: print ``main_thread_cpu.measure``'s calling-thread and process CPU us per env step,
     env steps/s, and the file of the ``retro_atari_kit`` measured (the checkout in ``$RETROKIT_AB_PACKAGE``
     if set, else this one)."""
-    from benchmarks.main_thread_cpu import envpool_pong, kit_native, measure, raw_ale
+    from benchmarks.main_thread_cpu import (
+        envpool_pong,
+        kit_native,
+        kit_native_shards,
+        kit_retro,
+        measure,
+        raw_ale,
+    )
 
-    before = os.environ.get(BEFORE)
-    if before:
-        # the benchmark's own modules are loaded (from this checkout); the kit is not yet: it comes from there
-        assert "retro_atari_kit" not in sys.modules, "the kit was imported before its checkout was chosen"
-        sys.path.insert(0, before)
-    factory = {"kit": kit_native, "envpool": envpool_pong, "raw": raw_ale}[contender]
+    kit = {"native": kit_native, "shards": kit_native_shards(2), "retro": kit_retro()}[path]
+    factory = {"kit": kit, "envpool": envpool_pong, "raw": raw_ale}[contender]
     figures = measure(factory, n, steps)
     kit = sys.modules.get("retro_atari_kit")
     print(*figures, kit.__file__ if kit is not None else "-")
 
 
-def run(contender: str, n: int, steps: int, before: str | None) -> tuple[float, float, float]:
+def run(contender: str, n: int, steps: int, before: str | None, path: str) -> tuple[float, float, float]:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop(BEFORE, None)
     if contender == "kit before":
         env[BEFORE] = before
     name = "kit" if contender.startswith("kit") else contender
-    out = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "--child", name, str(n), str(steps)],
+    done = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--child", name, str(n), str(steps), path],
         capture_output=True,
         text=True,
         env=env,
         cwd=tempfile.gettempdir(),
-        check=True,
-    ).stdout.split()
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{contender} at N={n} failed:\n{done.stderr}")
+    out = done.stdout.split()
     if contender == "kit before" and not out[3].startswith(os.path.join(before, "")):
         raise RuntimeError(f"'kit before' measured {out[3]}, not the checkout in {before}")
     return float(out[0]), float(out[1]), float(out[2])
@@ -67,30 +84,36 @@ def run(contender: str, n: int, steps: int, before: str | None) -> tuple[float, 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) == 4 and argv[0] == "--child":
-        child(argv[1], int(argv[2]), int(argv[3]))
+    if len(argv) == 5 and argv[0] == "--child":
+        child(argv[1], int(argv[2]), int(argv[3]), argv[4])
         return
     parser = harness.parser(__doc__)
     harness.add_common_options(parser, rounds=5, quick="N = 2, 200 env steps, one round")
     parser.add_argument("--before", metavar="REV", help="git revision of the package to compare with")
     parser.add_argument("--sizes", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--env-steps", type=int, default=4000, help="env steps per measurement (all N envs)")
+    parser.add_argument("--path", choices=PATHS, default="native", help="the kit's path measured")
     parser.add_argument("--with", dest="others", nargs="*", default=[], choices=["envpool", "raw"])
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.env_steps, args.rounds = [2], 200, 1
     contenders = ["kit"] + (["kit before"] if args.before else []) + args.others
-    worktree = None
+    worktree = package = None
     if args.before:
         worktree = tempfile.mkdtemp(prefix="retrokit-ab-")
         root = str(harness.ROOT)
         subprocess.run(["git", "worktree", "add", "--detach", worktree, args.before], cwd=root, check=True)
+        package = tempfile.mkdtemp(prefix="retrokit-ab-package-")  # its retro_atari_kit alone (see BEFORE)
+        os.symlink(os.path.join(worktree, "retro_atari_kit"), os.path.join(package, "retro_atari_kit"))
     try:
-        print(f"load average {harness.load_average()}; before = {args.before}")
+        print(f"load average {harness.load_average()}; before = {args.before}; path = {args.path}")
         samples = harness.Samples()  # (calling-thread us, process us, env steps/s) per (contender, N)
         for n in args.sizes:
             steps = max(args.env_steps // n, 100)
-            cells = {(c, n): (lambda c=c, n=n, steps=steps: run(c, n, steps, worktree)) for c in contenders}
+            cells = {
+                (c, n): (lambda c=c, n=n, steps=steps: run(c, n, steps, package, args.path))
+                for c in contenders
+            }
             harness.alternate(
                 cells,
                 args.rounds,
@@ -98,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
                 show=lambda key, v: f"N={key[1]} {key[0]}: {v[2]:,.0f} env steps/s",
             )
         report = harness.Report()
-        report.add(f"## Native backend A/B (median of {args.rounds} rounds; before = {args.before})", "")
+        report.add(f"## A/B, {args.path} path (median of {args.rounds} rounds; before = {args.before})", "")
         rows = []
         for n in args.sizes:
             for c in contenders:

@@ -6,12 +6,10 @@ killer, ``kill -9``) raises one :class:`ChildDiedError` line naming it, its pid 
 gone; a child that stays silent past a timeout is stopped and named the same way. Nothing waits unbounded
 on a dead child, and :meth:`ChildProcess.stop` is bounded too.
 
-Child side: every child ignores the stop signals, SIGINT, SIGTERM and SIGHUP (Ctrl-C, or a scheduler's
-SIGTERM to the whole process group: the parent saves its work while the children keep serving, then stops
-them), from its first instruction on (it is started with them blocked); it still ends with its parent (EOF
-on the pipe). An exception that escapes ``target`` is sent to the parent as the reason it died.
-:func:`serve` is the loop of a request/answer child: build a handler, answer each ``(command, data)`` with
-the handler's result or its exception, until ``close`` or the parent's end of the pipe closes.
+Child side: every child ignores the stop signals from its first instruction on (it is started with them
+blocked; :data:`~retro_atari_kit.processes.STOP_SIGNALS` says why) and still ends with its parent (EOF on
+the pipe). An exception that escapes ``target`` is sent to the parent as the reason it died. :func:`serve`
+is the loop of a request/answer child.
 
 Messages from child to parent: ``("ok", value)``; ``("error", exception, traceback)``: the command raised,
 the child goes on; ``("fatal", one line, traceback)``: the child is exiting because of that exception.

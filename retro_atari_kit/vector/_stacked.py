@@ -64,9 +64,9 @@ class BatchedInfos(NamedTuple):
         if not infos:
             return cls({}, {})
         common: dict[str, np.ndarray] = {}
-        for key in set(infos[0]).intersection(*infos[1:]):
-            kinds = {type(info[key]) for info in infos}
-            if len(kinds) == 1 and kinds <= {int, float, bool}:
+        for key, value in infos[0].items():  # in the first info's order, the same in every process
+            kind = type(value)
+            if kind in (int, float, bool) and all(key in info and type(info[key]) is kind for info in infos):
                 common[key] = np.array([info[key] for info in infos])
         extra = {}
         for i, info in enumerate(infos):
@@ -77,11 +77,13 @@ class BatchedInfos(NamedTuple):
 
     def env(self, i: int) -> dict:
         """Env ``i``'s info as one dict, with plain Python values as a ``gym.make`` env returns them."""
-        return {**{key: values[i].item() for key, values in self.common.items()}, **self.extra.get(i, {})}
+        common = {key: values[i : i + 1].tolist()[0] for key, values in self.common.items()}  # any dtype
+        return {**common, **self.extra.get(i, {})}
 
 
 class Driver(Protocol):
-    """What :class:`StackedVectorEnv` needs from a backend (see ``inprocess.py``, ``subprocess.py``)."""
+    """What :class:`StackedVectorEnv` needs from a backend (``inprocess.py``, ``native_ale.py``, and over
+    worker processes ``_pool.py``)."""
 
     num_envs: int
     frame_space: gym.spaces.Box  # one env's single frame, (C, H, W) uint8

@@ -1,4 +1,5 @@
-"""In-process backend: N per-env stacks stepped one after another in this process (for debugging)."""
+"""In-process backend: N per-env stacks stepped one after another in this process (for debugging); its
+driver also runs each subprocess-backend worker's env."""
 
 from __future__ import annotations
 
