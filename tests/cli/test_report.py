@@ -146,7 +146,7 @@ def test_other_json_files_are_ignored_and_a_damaged_record_is_one_line(tmp_path,
 
 def one_record(folder, run: str = "pong-0", game: str = "Pong", algo: str = "ppo", changes=None) -> str:
     """An eval record written by the kit's own writer into ``folder``, then ``changes`` made to it as a
-    stranger's hand or a damaged disk leaves it (``"protocol.x"`` names a field of the protocol; the value
+    an untrusted writer or a damaged disk leaves it (``"protocol.x"`` names a field of the protocol; the value
     ``...`` removes the field)."""
 
     record = make_record(

@@ -1,4 +1,4 @@
-"""``retrokit report`` and ``retrokit eval --out``: eval records that are damaged or a stranger's, names a
+"""``retrokit report`` and ``retrokit eval --out``: eval records that are damaged or untrusted, names a
 spreadsheet would run, output paths that cannot be written, runs that share a name, runs with no finished
 game."""
 
