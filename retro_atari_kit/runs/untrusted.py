@@ -37,8 +37,8 @@ class UntrustedFileError(RunError):
 
 class UnreadableFileError(UntrustedFileError):
     """A file the operating system does not let the kit read (permission denied, a disk error, a folder
-    where the file belongs): refused like an untrusted file, with the OS's reason and the path, so that no caller
-    reports it as a damaged or foreign file (which would invite replacing a good one)."""
+    where the file belongs): refused like an untrusted file, with the OS's reason and the path, so that no
+    caller reports it as a damaged or foreign file (which would invite replacing a good one)."""
 
 
 def _size(n: int) -> str:
