@@ -89,7 +89,9 @@ class Shared:
         self.reset_mask = self._take(buffer, (n,), np.bool_)
         self.rewards = self._take(buffer, (n,), np.float64)
         self.flags = self._take(buffer, (n, 2), np.bool_)  # terminated, truncated
-        self.infos = self._take(buffer, (MAX_INFO_KEYS, n), np.int64)  # row j: key j of a schema (float bits)
+        # env i's row: its block's common info values in schema order (floats as their bits); env-major, so
+        # that workers on other cores do not write into the same cache lines
+        self.infos = self._take(buffer, (n, MAX_INFO_KEYS), np.int64)
         self.where = self._take(buffer, (workers,), np.uint8)  # IN_MEMORY or ON_PIPE, per worker
 
     def _take(self, buffer: Any, shape: tuple[int, ...], dtype: type) -> np.ndarray:
@@ -111,8 +113,8 @@ def schema_of(common: dict[str, np.ndarray]) -> Schema:
 def read_infos(rows: np.ndarray, schema: Schema) -> dict[str, np.ndarray]:
     """The common infos written into ``rows`` (the shared info rows of some envs) by ``schema``, copied."""
     return {
-        key: (row.view(dtype) if dtype.kind == "f" else row).astype(dtype)
-        for row, (key, dtype) in zip(rows, schema or (), strict=False)
+        key: (rows[:, j].view(dtype) if dtype.kind == "f" else rows[:, j]).astype(dtype)
+        for j, (key, dtype) in enumerate(schema or ())
     }
 
 
@@ -154,8 +156,9 @@ class DriverWorker:
             if schema is None:  # every env's whole info over the pipe
                 extra = {i: infos.env(i) for i in range(hi - lo)}
             else:
-                for row, values in zip(shared.infos[:, lo:hi], infos.common.values(), strict=False):
-                    row[:] = values.view(np.int64) if values.dtype.kind == "f" else values
+                rows = shared.infos[lo:hi]
+                for j, values in enumerate(infos.common.values()):
+                    rows[:, j] = values.view(np.int64) if values.dtype.kind == "f" else values
             if extra or schema != self.schema:
                 reply(conn, (schema, {lo + i: info for i, info in extra.items()}))  # may not pickle: raises
                 self.schema = schema
@@ -297,7 +300,7 @@ class WorkerDriver:
             return BatchedInfos(read_infos(self._shared.infos, self._common), extra)
         infos: list[dict] = []
         for block, schema in zip(self.blocks, self._schemas, strict=True):
-            common = BatchedInfos(read_infos(self._shared.infos[:, block.lo : block.hi], schema), {})
+            common = BatchedInfos(read_infos(self._shared.infos[block.lo : block.hi], schema), {})
             infos += [{**common.env(i - block.lo), **extra.get(i, {})} for i in range(block.lo, block.hi)]
         return BatchedInfos.of(infos)
 
