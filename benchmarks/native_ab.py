@@ -22,6 +22,7 @@ stable-retro, one worker process per env); process CPU counts the workers too.
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,8 +44,8 @@ PATHS = ("native", "shards", "retro")
 
 def child(contender: str, n: int, steps: int, path: str = "native") -> None:
     """In a child process: print ``main_thread_cpu.measure``'s calling-thread and process CPU us per env step,
-    env steps/s, and the file of the ``retro_atari_kit`` measured (the checkout in ``$RETROKIT_AB_PACKAGE``
-    if set, else this one)."""
+    env steps/s, and the file of the ``retro_atari_kit`` measured (the one in ``$RETROKIT_AB_PACKAGE`` if set,
+    else this checkout's)."""
     from benchmarks.main_thread_cpu import (
         envpool_pong,
         kit_native,
@@ -57,8 +58,8 @@ def child(contender: str, n: int, steps: int, path: str = "native") -> None:
     kit = {"native": kit_native, "shards": kit_native_shards(2), "retro": kit_retro()}[path]
     factory = {"kit": kit, "envpool": envpool_pong, "raw": raw_ale}[contender]
     figures = measure(factory, n, steps)
-    kit = sys.modules.get("retro_atari_kit")
-    print(*figures, kit.__file__ if kit is not None else "-")
+    package = sys.modules.get("retro_atari_kit")
+    print(*figures, package.__file__ if package is not None else "-")
 
 
 def run(contender: str, n: int, steps: int, before: str | None, path: str) -> tuple[float, float, float]:
@@ -156,6 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if worktree:
             subprocess.run(["git", "worktree", "remove", "--force", worktree], cwd=harness.ROOT, check=False)
+            shutil.rmtree(package, ignore_errors=True)  # the folder with the link, not what it points to
 
 
 if __name__ == "__main__":
