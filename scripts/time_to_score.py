@@ -1,10 +1,11 @@
 """When a run first reached a score: the first game after which the trailing mean of the last ``--window``
 true scores (all envs, by end time, from the run's monitor CSVs) is at least ``--target``.
 
-Prints one markdown table: the game, the agent steps of the finished games up to it, the seconds since the
-monitor started and, with ``--since`` (a Unix time, e.g. ``date +%s.%N`` taken before the command), since the
-command started (start-up, env start and compile included). Exit status 1 when the target was not reached.
-Run by hand::
+Prints one markdown table: the game, the agent steps of the finished games up to it (a lower bound on the
+run's step count then: games in flight, and games cut short where the run resumed, are not in it), the
+seconds since the monitor started and, with ``--since`` (a Unix time, e.g. ``date +%s.%N`` taken before the
+command), since the command started (start-up, env start and compile included). Exit status 1 when the
+target was not reached. Run by hand::
 
     python scripts/time_to_score.py runs/pong-gpu --target 18 --since 1795000000.0
 """
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         "games",
         f"target ({args.window}-game mean)",
         "game",
-        "agent steps",
+        "agent steps of finished games",
         "s since monitor",
         "s since command",
     )
