@@ -15,46 +15,26 @@ one host for all of them.
 from retro_atari_kit.processes.host import (
     ChildDiedError,
     ChildProcess,
-    Handler,
-    exit_reason,
-    one_line,
     receive_all,
     reply,
     reply_error,
     serve,
     stop_all,
 )
-from retro_atari_kit.processes.start import (
-    STOP_SIGNALS,
-    default_start_method,
-    end_process,
-    ignore_stop_signals,
-    picklable_exception,
-    stop_signals_blocked,
-    unreadable_main_script,
-    worker_start_hint,
-)
+from retro_atari_kit.processes.start import default_start_method, stop_signals_blocked, worker_start_hint
 from retro_atari_kit.processes.wakeups import ChildWakeup, Wakeups
 
 __all__ = [
-    "STOP_SIGNALS",
-    "Wakeups",
-    "ChildWakeup",
     "ChildDiedError",
     "ChildProcess",
-    "Handler",
+    "ChildWakeup",
+    "Wakeups",
     "default_start_method",
-    "end_process",
-    "exit_reason",
-    "ignore_stop_signals",
-    "one_line",
-    "picklable_exception",
     "receive_all",
     "reply",
     "reply_error",
     "serve",
     "stop_all",
     "stop_signals_blocked",
-    "unreadable_main_script",
     "worker_start_hint",
 ]

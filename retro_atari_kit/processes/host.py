@@ -7,9 +7,9 @@ gone; a child that stays silent past a timeout is stopped and named the same way
 on a dead child, and :meth:`ChildProcess.stop` is bounded too.
 
 Child side: every child ignores the stop signals from its first instruction on (it is started with them
-blocked; :data:`~retro_atari_kit.processes.STOP_SIGNALS` says why) and still ends with its parent (EOF on
-the pipe). An exception that escapes ``target`` is sent to the parent as the reason it died. :func:`serve`
-is the loop of a request/answer child.
+blocked; :data:`~retro_atari_kit.processes.start.STOP_SIGNALS` says why) and still ends with its parent
+(EOF on the pipe). An exception that escapes ``target`` is sent to the parent as the reason it died.
+:func:`serve` is the loop of a request/answer child.
 
 Messages from child to parent: ``("ok", value)``; ``("error", exception, traceback)``: the command raised,
 the child goes on; ``("fatal", one line, traceback)``: the child is exiting because of that exception.
