@@ -25,12 +25,31 @@ def test_the_first_game_at_which_the_trailing_mean_reached_the_target():
     proc = _run(RUN, "--target", "18", "--since", str(time.time()))
     assert proc.returncode == 0, proc.stderr
     row = proc.stdout.strip().splitlines()[-1].strip("| ").split(" | ")
-    game, steps = int(row[3]), int(row[4].replace(",", ""))
+    game, run_steps, steps = int(row[3]), row[4], int(row[5].replace(",", ""))
     scores = read_monitor_csvs(RUN)["r"]
     means = np.convolve(scores, np.ones(100) / 100, mode="valid")
     assert means[game - 100] >= 18 > means[: game - 100].max()  # the first full window at 18
     assert steps == int(read_monitor_csvs(RUN)["steps"][game - 1])
-    assert float(row[6]) < 0  # the run's monitor began long before "now"
+    assert run_steps == ""  # its monitor CSVs predate segment_steps
+    assert float(row[7]) < 0  # the run's monitor began long before "now"
+
+
+def test_the_runs_own_step_count_and_the_curve_where_the_monitor_has_it(tmp_path):
+    from retro_atari_kit.runs import MonitorCSV, create_run_dir, monitor_dir, new_config, write_config
+
+    run = str(tmp_path / "run")
+    create_run_dir(run)
+    write_config(run, new_config("sb3", "retrokit train ...", algo="ppo", env_id="RetroKit/Pong-v0"))
+    monitor = MonitorCSV(monitor_dir(run), "RetroKit/Pong-v0", num_envs=1, segment_steps=True)
+    for k in range(150):  # 50 lost games, then 100 won: the 100-game mean reaches 18 at game 143 (93 won)
+        monitor.write(0, -21.0 if k < 50 else 21.0, 1002, 1000 * (k + 1))
+    monitor.close()
+    proc = _run(run, "--target", "18", "--every", "50000")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[2].strip("| ").split(" | ")[3:6] == ["143", "143,000", "143,286"]
+    assert lines[4] == "| agent steps | 50,000 | 100,000 | 150,000 |"  # the last game ends on a mark
+    assert lines[6] == "| training mean (100 games) | -21.00 | 0.00 | 21.00 |"
 
 
 def test_a_target_never_reached_is_said_and_exits_1():

@@ -40,7 +40,10 @@ class KitVecEnv(VecEnv):
             raise ValueError("KitVecEnv needs a VectorEnv made with autoreset_mode=AutoresetMode.SAME_STEP")
         self.venv = venv
         self.env_id = env_id
-        self.monitor = MonitorCSV(monitor_dir, env_id, venv.num_envs) if monitor_dir is not None else None
+        self.monitor: MonitorCSV | None = None
+        if monitor_dir is not None:  # all envs step together: each row gets the steps so far (segment_steps)
+            self.monitor = MonitorCSV(monitor_dir, env_id, venv.num_envs, segment_steps=True)
+        self._steps = 0  # of all envs since this vector env was made: the learner's count since then
         self._actions: np.ndarray | None = None
         self.closed = False
         super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
@@ -66,6 +69,7 @@ class KitVecEnv(VecEnv):
 
     def step_wait(self) -> VecEnvStepReturn:
         obs, rewards, terminations, truncations, info = self.venv.step(self._actions)
+        self._steps += self.num_envs
         dones = terminations | truncations
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         for i in np.flatnonzero(dones):
@@ -78,7 +82,7 @@ class KitVecEnv(VecEnv):
                 stats = {"r": float(episode["r"][i]), "l": int(episode["l"][i]), "t": float(episode["t"][i])}
                 infos[i]["episode"] = stats
                 if self.monitor is not None:
-                    self.monitor.write(int(i), stats["r"], stats["l"])
+                    self.monitor.write(int(i), stats["r"], stats["l"], self._steps)
         return obs, rewards.astype(np.float32), dones, infos
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ from retro_atari_kit.cli._common import CliError, user_errors
 from retro_atari_kit.cli.arguments import positive_int
 from retro_atari_kit.errors import check_output_path
 from retro_atari_kit.files import check_creatable, os_error_message
-from retro_atari_kit.runs import atomic_write, read_monitor_csvs
+from retro_atari_kit.runs import agent_steps, atomic_write, read_monitor_csvs
 
 # matplotlib's warning for a character its font cannot draw (a CJK title with DejaVu Sans), one per glyph
 _MISSING_GLYPH = re.compile(r"Glyph (\d+) .*missing from")
@@ -163,7 +163,8 @@ def plot_runs(
         for label, d in data:
             if d["r"].size == 0:
                 continue
-            xs = {"steps": d["steps"], "episodes": np.arange(1, d["r"].size + 1), "time": d["t"] / 3600}[x]
+            games = np.arange(1, d["r"].size + 1)
+            xs = {"steps": agent_steps(d), "episodes": games, "time": d["t"] / 3600}[x]
             ax.plot(xs, moving_average(d["r"], w), label=f"{label} ({d['r'].size} games)")
         ax.set_title(f"true score, mean of last {w} games")
         ax.set_xlabel({"steps": "agent steps", "episodes": "games", "time": "hours"}[x])

@@ -12,7 +12,7 @@ import numpy as np
 from retro_atari_kit.errors import RunError
 from retro_atari_kit.evaluation.scores import game_of
 from retro_atari_kit.files import atomic_write
-from retro_atari_kit.runs import load_config, read_monitor_csvs
+from retro_atari_kit.runs import agent_steps, load_config, read_monitor_csvs
 
 GRID_POINTS = 40
 WINDOW = 100  # games in the trailing mean of a curve, as `retrokit plot` and the training logs
@@ -93,7 +93,7 @@ def curves_by_game(runs: list[dict[str, Any]]) -> dict[str, dict[str, list[tuple
         if d["r"].size == 0:
             continue
         out.setdefault(run["game"], {}).setdefault(run["agent"], []).append(
-            (d["steps"], _trailing_mean(d["r"], WINDOW))
+            (agent_steps(d), _trailing_mean(d["r"], WINDOW))
         )
     return out
 

@@ -43,7 +43,13 @@ from retro_atari_kit.runs.layout import (
     write_config,
 )
 from retro_atari_kit.runs.lock import LOCK_FILE, RunLock, lock_owner
-from retro_atari_kit.runs.monitor import MonitorCSV, monitor_files, monitor_header, read_monitor_csvs
+from retro_atari_kit.runs.monitor import (
+    MonitorCSV,
+    agent_steps,
+    monitor_files,
+    monitor_header,
+    read_monitor_csvs,
+)
 from retro_atari_kit.runs.progress import merge_progress, progress_path, set_aside_orphaned_logs
 from retro_atari_kit.runs.session import begin_segment, training_session
 from retro_atari_kit.runs.spec import ENGINE_OPTIONS, TrainSpec
@@ -58,6 +64,7 @@ __all__ = [
     "LOCK_FILE",
     "ORPHANED_PREFIX",
     "MonitorCSV",
+    "agent_steps",
     "RECORD_FILES",
     "RunError",
     "RunLock",

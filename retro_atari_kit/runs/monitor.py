@@ -4,11 +4,16 @@ The format is baselines' / SB3's ``Monitor`` format, so their readers (``stable_
 load_results``) and ours read the same files::
 
     #{"t_start": 1700000000.0, "env_id": "RetroKit/Pong-v0"}
-    r,l,t
-    -21.0,764,12.345678
+    r,l,t,segment_steps
+    -21.0,764,12.345678,6128
 
-``r`` is the score, ``l`` the length in agent steps, ``t`` seconds since ``t_start``. The writer and every
-reader live here.
+``r`` is the score, ``l`` the length in agent steps (the stack's own reset steps included: see
+``TrueScoreStatistics``), ``t`` seconds since ``t_start``. ``segment_steps``, written by a vector env whose
+envs step together (the SB3 engine's), is the count of steps all its envs had made when the game ended,
+the learner's count since the segment began; a resumed segment's folder (``monitor/resume-<k>/``) holds
+``start.json``, ``{"num_timesteps": N}``, the count of the checkpoint it resumed from, so the run's count
+at a game's end is their sum (:func:`read_monitor_csvs`'s ``run_steps``). The writer and every reader live
+here.
 """
 
 from __future__ import annotations
@@ -23,32 +28,39 @@ import time
 import numpy as np
 
 from retro_atari_kit.errors import RunError
+from retro_atari_kit.files import atomic_write_text
 from retro_atari_kit.runs.layout import MONITOR_DIR, ORPHANED_PREFIX
 
 SUFFIX = ".monitor.csv"
-DEFAULT_COLUMNS = ("r", "l", "t")  # what MonitorCSV writes
+DEFAULT_COLUMNS = ("r", "l", "t")  # what MonitorCSV writes; and with segment_steps:
+STEP_COLUMNS = (*DEFAULT_COLUMNS, "segment_steps")
+START_FILE = "start.json"
 _SEGMENT = re.compile(r"resume-\d+")
 
 
 class MonitorCSV:
-    """Writes ``monitor_dir/<rank>.monitor.csv`` for ``num_envs`` envs; each row flushed as it is written."""
+    """Writes ``monitor_dir/<rank>.monitor.csv`` for ``num_envs`` envs; each row flushed as it is written.
+    With ``segment_steps`` (envs that step together) every row also gets the steps of all envs so far."""
 
-    def __init__(self, monitor_dir: str, env_id: str, num_envs: int) -> None:
+    def __init__(self, monitor_dir: str, env_id: str, num_envs: int, segment_steps: bool = False) -> None:
         os.makedirs(monitor_dir, exist_ok=True)
         self.t_start = time.time()
+        self.segment_steps = segment_steps
         self.paths = [os.path.join(monitor_dir, f"{rank}{SUFFIX}") for rank in range(num_envs)]
         self.files = []
+        columns = ",".join(STEP_COLUMNS if segment_steps else DEFAULT_COLUMNS)
         for path in self.paths:
             handle = open(path, "w", encoding="utf-8")  # noqa: SIM115  (kept open for the run)
             handle.write("#" + json.dumps({"t_start": self.t_start, "env_id": env_id}) + "\n")
-            handle.write("r,l,t\n")
+            handle.write(columns + "\n")
             handle.flush()
             self.files.append(handle)
 
-    def write(self, rank: int, score: float, length: int) -> None:
-        """Append one finished game of env ``rank``."""
+    def write(self, rank: int, score: float, length: int, segment_steps: int | None = None) -> None:
+        """Append one finished game of env ``rank`` (``segment_steps`` where the writer has the column)."""
+        row = f"{round(float(score), 6)},{int(length)},{round(time.time() - self.t_start, 6)}"
         handle = self.files[rank]
-        handle.write(f"{round(float(score), 6)},{int(length)},{round(time.time() - self.t_start, 6)}\n")
+        handle.write(f"{row},{int(segment_steps)}\n" if self.segment_steps else f"{row}\n")
         handle.flush()
 
     def close(self) -> None:
@@ -56,6 +68,25 @@ class MonitorCSV:
         for handle in self.files:
             if not handle.closed:
                 handle.close()
+
+
+def write_segment_start(folder: str, num_timesteps: int) -> None:
+    """Record in a resumed segment's monitor ``folder`` (made if missing) the step count it resumes from."""
+    os.makedirs(folder, exist_ok=True)
+    atomic_write_text(os.path.join(folder, START_FILE), json.dumps({"num_timesteps": int(num_timesteps)}))
+
+
+def _segment_start(folder: str) -> int | None:
+    """The step count a segment's monitor ``folder`` starts from: 0 for a run's first segment (``monitor/``),
+    a resumed one's ``start.json``; None when it is not recorded or cannot be read."""
+    if not _SEGMENT.fullmatch(os.path.basename(folder)):
+        return 0
+    try:
+        with open(os.path.join(folder, START_FILE), encoding="utf-8") as fh:
+            steps = json.load(fh)["num_timesteps"]
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):
+        return None
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0 else None
 
 
 def _header(lines: list[str]) -> tuple[float | None, list[str], int]:
@@ -147,24 +178,31 @@ def split_monitor_csv(path: str, saved_at: float) -> tuple[list[bytes], list[byt
     return kept, later
 
 
-def _game(line: bytes, cols: list[str]) -> tuple[float, float, float] | None:
-    """``(t, r, l)`` of one row, or None if it is not a row of finite numbers."""
+Game = tuple[float, float, float, float]  # t, r, l, segment_steps (nan: not written)
+
+
+def _game(line: bytes, cols: list[str]) -> Game | None:
+    """``(t, r, l, segment_steps)`` of one row, or None if it is not a row of finite numbers."""
     text = _decode(line)
     if text is None:
         return None
     parts = text.strip().split(",")
     if len(parts) != len(cols):
         return None
+    names = ("t", "r", "l", "segment_steps") if "segment_steps" in cols else ("t", "r", "l")
     try:
-        t, r, length = (float(parts[cols.index(c)]) for c in ("t", "r", "l"))
+        values = [float(parts[cols.index(c)]) for c in names]
     except ValueError:
         return None
-    return (t, r, length) if all(map(math.isfinite, (t, r, length))) else None
+    if not all(map(math.isfinite, values)):
+        return None
+    t, r, length, *steps = values
+    return t, r, length, steps[0] if steps else math.nan
 
 
-def _read_one(path: str, warn: list[str]) -> tuple[float | None, list[tuple[float, float, float]], int]:
-    """``(t_start, games (t, r, l), damaged rows)`` of one monitor CSV; a file that cannot be read or is not
-    a monitor CSV gives no games and a line in ``warn``."""
+def _read_one(path: str, warn: list[str]) -> tuple[float | None, list[Game], int]:
+    """``(t_start, games (t, r, l, segment_steps), damaged rows)`` of one monitor CSV; a file that cannot be
+    read or is not a monitor CSV gives no games and a line in ``warn``."""
     try:
         raw = _read_lines(path)
     except OSError as exc:
@@ -175,12 +213,14 @@ def _read_one(path: str, warn: list[str]) -> tuple[float | None, list[tuple[floa
         return None, [], 0
     t_start, cols, n_header = _header([_decode(line) or "" for line in raw[:2]])
     if not {"r", "l", "t"} <= set(cols):
-        if len(raw) < n_header or _game(raw[n_header - 1], list(DEFAULT_COLUMNS)) is None:
+        # the column line is lost but the rows are the kit's: read them as the writer wrote them
+        first = raw[n_header - 1] if len(raw) >= n_header else b""
+        layout = next((list(c) for c in (DEFAULT_COLUMNS, STEP_COLUMNS) if _game(first, list(c))), None)
+        if layout is None:
             warn.append(f"{path}: not a monitor CSV (no r,l,t header line); skipped")
             return None, [], 0
-        # the column line is lost but the rows are the kit's: read them as the writer wrote them
-        cols, n_header = list(DEFAULT_COLUMNS), n_header - 1
-        warn.append(f"{path}: no r,l,t header line; its rows are read as r,l,t")
+        cols, n_header = layout, n_header - 1
+        warn.append(f"{path}: no r,l,t header line; its rows are read as {','.join(layout)}")
     if t_start is None:
         warn.append(f"{path}: no start time in its first line; its games are timed from the run's start")
     games, bad = [], 0
@@ -202,7 +242,11 @@ def read_monitor_csvs(
     """All games of a run (all envs and resumed segments, not set-aside logs), ordered by end time.
 
     Returns arrays ``r`` (true score), ``l`` (agent steps), ``t`` (seconds since the run started) and
-    ``steps`` (cumulative agent steps over all envs). RunError if the run has no monitor CSV. Damage never
+    ``steps`` (cumulative ``l`` of the finished games over all envs: about the run's step count at each
+    game's end, short by the games in flight and those cut short where the run resumed). Where every game has
+    its ``segment_steps`` and every segment its start (see the module docstring), also ``run_steps``: the
+    run's step count when each game ended, the count of the logger and the checkpoints. RunError if the run
+    has no monitor CSV. Damage never
     raises: rows that are not numbers (not UTF-8, NUL bytes, cut short) are left out, a file that cannot be
     read, is empty or has no r,l,t columns is skipped, a file without its start time is timed from the run's
     start. ``skipped``, if given, receives ``{path: number of rows left out}`` (an unfinished last line,
@@ -223,13 +267,23 @@ def read_monitor_csvs(
                 skipped[path] = bad
         if notes and warnings is not None:  # one line per file
             warnings.append(notes[0] + "".join("; " + n.split(": ", 1)[1] for n in notes[1:]))
-        read.append((t_start, games))
+        start = _segment_start(os.path.dirname(path))
+        read.append((t_start, [(t, r, n, math.nan if start is None else start + k) for t, r, n, k in games]))
     starts = [t for t, _ in read if t is not None]
     t0 = min(starts) if starts else 0.0
     rows = sorted(
-        ((t0 if t_start is None else t_start) + t, r, n) for t_start, games in read for t, r, n in games
+        ((t0 if t_start is None else t_start) + t, r, n, k) for t_start, games in read for t, r, n, k in games
     )
     if not rows:
         return {k: np.zeros(0) for k in ("r", "l", "t", "steps")}
     table = np.asarray(rows)
-    return {"r": table[:, 1], "l": table[:, 2], "t": table[:, 0] - t0, "steps": np.cumsum(table[:, 2])}
+    games = {"r": table[:, 1], "l": table[:, 2], "t": table[:, 0] - t0, "steps": np.cumsum(table[:, 2])}
+    if not np.isnan(table[:, 3]).any():
+        games["run_steps"] = table[:, 3].astype(np.int64)
+    return games
+
+
+def agent_steps(games: dict[str, np.ndarray]) -> np.ndarray:
+    """The step count at each game's end that a curve is drawn against: the run's own (``run_steps``) where
+    :func:`read_monitor_csvs` knows it, else the finished games' (``steps``)."""
+    return games.get("run_steps", games["steps"])

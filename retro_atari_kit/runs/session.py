@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator
 
 from retro_atari_kit.errors import RunError
 from retro_atari_kit.runs.checkpoints import list_checkpoints
-from retro_atari_kit.runs.layout import remove_new_run_dir, resume_segment
+from retro_atari_kit.runs.layout import monitor_dir, remove_new_run_dir, resume_segment
 from retro_atari_kit.runs.lock import RunLock
+from retro_atari_kit.runs.monitor import write_segment_start
 from retro_atari_kit.runs.progress import merge_progress, set_aside_orphaned_logs
 from retro_atari_kit.runs.stop import StopRequest, StopRequested, stop_signals
 
@@ -58,10 +59,12 @@ def begin_segment(run_dir: str, steps: int, saved_at: float, out: Print = print)
     """Start the next resumed segment of ``run_dir`` (under its lock); returns the segment number.
 
     Merges the progress parts of earlier segments and sets aside logs written past the checkpoint the
-    resume starts from (``steps`` agent steps, written at ``saved_at``), printing what it did.
+    resume starts from (``steps`` agent steps, written at ``saved_at``), printing what it did, and records
+    ``steps`` as the new segment's start in its monitor folder (``monitor.write_segment_start``).
     """
     segment = resume_segment(run_dir)
     for note in (merge_progress(run_dir), set_aside_orphaned_logs(run_dir, steps, saved_at)):
         if note:
             out(note)
+    write_segment_start(monitor_dir(run_dir, segment), steps)
     return segment

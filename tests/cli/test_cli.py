@@ -292,6 +292,23 @@ def test_sigint_saves_checkpoint_and_resume_continues(tmp_path):
     assert cfg["timesteps"] == steps + 128 and cfg["hyperparams"]["n_steps"] == 32
 
 
+def test_the_run_steps_at_each_game_end_are_the_learners_count_across_a_resume(tmp_path):
+    # games cut at 20 steps of the stack, 2 of them the fire reset's: each env's games end every 18 of the
+    # learner's steps per env; the resume starts from the 128-step checkpoint (games in flight there are lost)
+    run = str(tmp_path / "r")
+    short = ["--env-kwarg", "max_episode_steps=20"]
+    assert main(["train", "ppo", ENV, "--timesteps", "128", "--run-dir", run, *TINY, *short]) == 0
+    assert main(["train", "--resume", run, "--timesteps", "256"]) == 0
+    start = json.load(open(os.path.join(run, "monitor", "resume-1", "start.json")))
+    assert start == {"num_timesteps": 128}
+    games = read_monitor_csvs(run)
+    assert games["run_steps"].tolist() == [36, 36, 72, 72, 108, 108, 164, 164, 200, 200, 236, 236]
+    assert games["steps"][-1] == 12 * 20  # the games' own lengths, fire reset steps included
+    exported = str(tmp_path / "export")
+    assert main(["export", run, exported]) == 0  # the segment's start travels with its monitor CSVs
+    assert read_monitor_csvs(exported)["run_steps"].tolist() == games["run_steps"].tolist()
+
+
 def test_resume_after_a_hard_kill_sets_aside_logs_past_the_checkpoint(trained_run, tmp_path, capsys):
     # A run killed with SIGKILL after its 64-step checkpoint: progress rows up to 256 steps, and games
     # that ended after the checkpoint was written, which the resumed model does not descend from.
@@ -304,8 +321,8 @@ def test_resume_after_a_hard_kill_sets_aside_logs_past_the_checkpoint(trained_ru
     saved_at = os.path.getmtime(checkpoint_path(run, 64))
     monitor = os.path.join(run, "monitor", "0.monitor.csv")
     t_start = json.loads(open(monitor).readline()[1:])["t_start"]
-    before = f"-21.0,800,{saved_at - t_start - 1:.6f}\n"
-    after = f"-20.0,900,{saved_at - t_start + 1:.6f}\n"
+    before = f"-21.0,800,{saved_at - t_start - 1:.6f},64\n"
+    after = f"-20.0,900,{saved_at - t_start + 1:.6f},128\n"
     with open(monitor, "a") as fh:
         fh.write(before + after)
     original = open(monitor).read()

@@ -22,12 +22,15 @@ MONITOR = os.path.join("monitor", "0.monitor.csv")
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory) -> str:
     """A finished 64-step run; a game of Pong takes far longer, so two games per env are added in the
-    writer's own row format (``r,l,t``, seconds since the file's ``t_start``), ending before the run did."""
+    writer's own row format (``r,l,t,segment_steps``, seconds since the file's ``t_start``), ending before the
+    run did."""
     run = str(tmp_path_factory.mktemp("runs") / "pong")
     assert main(["train", "ppo", ENV, "--timesteps", "64", "--run-dir", run, *TINY]) == 0
     for rank in (0, 1):
         with open(os.path.join(run, "monitor", f"{rank}.monitor.csv"), "a", encoding="utf-8") as fh:
-            fh.write(f"-21.0,{800 + rank},{0.001 + rank / 1000}\n-20.0,{900 + rank},{0.002 + rank / 1000}\n")
+            fh.write(
+                f"-21.0,{800 + rank},{0.001 + rank / 1000},32\n-20.0,{900 + rank},{0.002 + rank / 1000},64\n"
+            )
     return run
 
 

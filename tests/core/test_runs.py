@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from retro_atari_kit.runs import (
     MonitorCSV,
     RunError,
     RunLock,
+    agent_steps,
     atomic_write,
     atomic_write_text,
     checkpoint_path,
@@ -27,6 +29,7 @@ from retro_atari_kit.runs import (
     read_monitor_csvs,
     write_config,
 )
+from retro_atari_kit.runs.monitor import START_FILE, write_segment_start
 
 
 def test_atomic_write_leaves_the_old_file_on_failure(tmp_path):
@@ -242,6 +245,51 @@ def test_monitor_writer_and_reader_agree(tmp_path):
     from stable_baselines3.common.monitor import load_results  # SB3's reader is the peer
 
     assert isinstance(load_results(monitor_dir(run)), pandas.DataFrame)
+
+
+def _segments(run: str) -> None:
+    """Two envs stepping together (their rows carry the steps of both so far), resumed from step 100."""
+    first = MonitorCSV(monitor_dir(run), "RetroKit/Pong-v0", num_envs=2, segment_steps=True)
+    first.write(0, 1.0, 10, 16)
+    first.write(1, 2.0, 12, 20)
+    first.close()
+    write_segment_start(monitor_dir(run, 1), 100)
+    resumed = MonitorCSV(monitor_dir(run, 1), "RetroKit/Pong-v0", num_envs=2, segment_steps=True)
+    resumed.write(1, 3.0, 5, 8)
+    resumed.close()
+
+
+def test_the_run_steps_of_a_game_are_its_segments_start_plus_its_segment_steps(tmp_path):
+    run = str(tmp_path)
+    _segments(run)
+    assert json.load(open(os.path.join(monitor_dir(run, 1), START_FILE))) == {"num_timesteps": 100}
+    header = open(os.path.join(monitor_dir(run), "0.monitor.csv")).read().splitlines()[1]
+    assert header == "r,l,t,segment_steps"
+    games = read_monitor_csvs(run)
+    assert games["run_steps"].tolist() == [16, 20, 108] and games["steps"].tolist() == [10, 22, 27]
+    assert agent_steps(games) is games["run_steps"]
+    # a row that is damaged leaves the others' counts whole; a file whose column line is lost is read as
+    # the kit wrote it
+    with open(os.path.join(monitor_dir(run), "0.monitor.csv"), "a") as fh:
+        fh.write("\0\0\0\n")
+    path = os.path.join(monitor_dir(run, 1), "1.monitor.csv")
+    lines = open(path).read().splitlines(keepends=True)
+    open(path, "w").write(lines[0] + "".join(lines[2:]))
+    assert read_monitor_csvs(run)["run_steps"].tolist() == [16, 20, 108]
+
+
+@pytest.mark.parametrize("missing", ["the start of a segment", "the column of a segment"])
+def test_without_the_run_steps_of_every_game_the_curve_uses_the_finished_games_steps(tmp_path, missing):
+    run = str(tmp_path)
+    _segments(run)
+    if missing == "the start of a segment":  # resumed before the kit recorded starts
+        os.remove(os.path.join(monitor_dir(run, 1), START_FILE))
+    else:  # a writer whose envs do not step together (RLlib's env runners)
+        other = MonitorCSV(monitor_dir(run, 1), "RetroKit/Pong-v0", num_envs=2)
+        other.write(0, 4.0, 6)
+        other.close()
+    games = read_monitor_csvs(run)
+    assert "run_steps" not in games and agent_steps(games) is games["steps"]
 
 
 def test_progress_parts_merge_into_one_table(tmp_path):

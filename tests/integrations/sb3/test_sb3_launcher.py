@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from retro_atari_kit.integrations.sb3 import make_vec_env
 from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.monitor import Monitor, load_results
 from stable_baselines3.common.vec_env import VecEnv
 
@@ -45,10 +46,10 @@ def test_sb3_step_conventions_true_scores_and_monitor_csv(tmp_path):
     ref = gym.make("RetroKit/Breakout-v0", **kwargs)
     ref.reset(seed=4)
     rng = np.random.default_rng(0)
-    episodes, life_dones, clipped_sum = [], 0, 0.0
+    episodes, life_dones, clipped_sum, ended_at = [], 0, 0.0, []
     try:
         venv.reset()
-        for _ in range(400):
+        for step in range(1, 401):
             action = int(rng.integers(0, 4))
             obs, rewards, dones, infos = venv.step(np.array([action]))
             r_obs, r_rew, r_term, r_trunc, r_info = ref.step(action)
@@ -64,6 +65,7 @@ def test_sb3_step_conventions_true_scores_and_monitor_csv(tmp_path):
                     assert infos[0]["episode"]["r"] == r_info["episode"]["r"]
                     assert infos[0]["episode"]["l"] == r_info["episode"]["l"]
                     episodes.append(infos[0]["episode"])
+                    ended_at.append(step)
                 else:
                     assert "episode" not in r_info
                     life_dones += 1
@@ -80,10 +82,11 @@ def test_sb3_step_conventions_true_scores_and_monitor_csv(tmp_path):
     header = json.loads(lines[0][1:])
     assert lines[0].startswith("#") and set(header) == {"t_start", "env_id"}
     assert header["env_id"] == "RetroKit/Breakout-v0"
-    assert lines[1] == "r,l,t"
+    assert lines[1] == "r,l,t,segment_steps"
     rows = [line.split(",") for line in lines[2:]]
     assert [float(r[0]) for r in rows] == [e["r"] for e in episodes]
     assert [int(r[1]) for r in rows] == [e["l"] for e in episodes]
+    assert [int(r[3]) for r in rows] == ended_at  # the steps made when each game ended
     frame = load_results(str(monitor_dir))  # SB3's reader understands the files
     assert list(frame["r"]) == [e["r"] for e in episodes]
 
@@ -108,21 +111,38 @@ def test_truncation_sets_timelimit_flag_and_episode():
         ref.close()
 
 
+class GameEnds(BaseCallback):
+    """The learner's step count (``num_timesteps``) at every game's end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at: list[int] = []
+
+    def _on_step(self) -> bool:
+        self.at += [self.num_timesteps for info in self.locals["infos"] if "episode" in info]
+        return True
+
+
 def test_ppo_trains_and_logs_true_scores(tmp_path):
     monitor_dir = tmp_path / "monitor"
     venv = make_vec_env(
         "RetroKit/Breakout-v0", n_envs=2, seed=1, monitor_dir=str(monitor_dir), max_episode_steps=40
     )
+    ends = GameEnds()
     try:
         model = PPO("CnnPolicy", venv, n_steps=64, batch_size=64, n_epochs=1, seed=1, verbose=0)
         assert model.get_env() is venv  # channel-first uint8: SB3 adds no VecTransposeImage
-        model.learn(128)
+        model.learn(128, callback=ends)
         logged = sorted(round(ep["r"], 6) for ep in model.ep_info_buffer)
     finally:
         venv.close()
     rows = load_results(str(monitor_dir))
     assert len(logged) == len(rows) >= 2
     assert logged == sorted(rows["r"])  # ep_rew_mean is computed from the true scores in monitor.csv
+    # each game's segment_steps is the learner's count when it ended; its l (40: the time limit) also counts
+    # the 2 steps of the stack's fire reset, which the learner never sees: the first games end at 2 x 38
+    assert sorted(rows["segment_steps"]) == sorted(ends.at)
+    assert rows["segment_steps"].min() == 2 * 38 and (rows["l"] == 40).all()
     assert sorted(os.listdir(monitor_dir)) == ["0.monitor.csv", "1.monitor.csv"]
 
 
