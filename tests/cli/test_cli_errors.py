@@ -179,7 +179,7 @@ def test_plot_warns_about_rows_that_are_not_numbers(run_dir, tmp_path):
     shutil.copytree(run_dir, run)
     csv = run / "monitor" / "0.monitor.csv"
     with open(csv, "a") as fh:
-        fh.write("-21.0,812,3.5\nabc,def,ghi\n,,\n-20.0,900,7.25\n")
+        fh.write("-21.0,812,3.5,32\nabc,def,ghi\n,,\n-20.0,900,7.25,64\n")
     res = retrokit("plot", "run", "--out", "curves.png", cwd=str(tmp_path))
     assert res.returncode == 0, res.stderr
     lines = res.stderr.strip().splitlines()

@@ -94,9 +94,11 @@ def test_rllib_train_and_resume_start_their_own_ray_beside_another_cluster(other
     assert "num_cpus and num_gpus must not be provided" not in first.stderr
     sessions_after = set(glob.glob(os.path.join(tmpdir, "ray", "session_2*")))
     assert len(sessions_after - sessions_before) == 1  # a Ray session of its own, beside the other one
-    # ... and through RAY_ADDRESS, as another job's shell would export it
-    resumed = _retrokit("train", "--resume", "run", "--timesteps", "128", cwd=tmp_path,
+    # ... and through RAY_ADDRESS, as another job's shell would export it; APPO samples asynchronously, so
+    # the first run may have trained past its 64 steps (160 seen): the new total is counted from its own
+    trained, _ = list_checkpoints(str(tmp_path / "run"))[-1]
+    resumed = _retrokit("train", "--resume", "run", "--timesteps", str(trained + 64), cwd=tmp_path,
                         env={"RAY_TMPDIR": tmpdir, "RAY_ADDRESS": address})  # fmt: skip
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
     steps, _ = list_checkpoints(str(tmp_path / "run"))[-1]
-    assert steps >= 128
+    assert steps >= trained + 64
