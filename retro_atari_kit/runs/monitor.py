@@ -242,15 +242,15 @@ def read_monitor_csvs(
     """All games of a run (all envs and resumed segments, not set-aside logs), ordered by end time.
 
     Returns arrays ``r`` (true score), ``l`` (agent steps), ``t`` (seconds since the run started) and
-    ``steps`` (cumulative ``l`` of the finished games over all envs: about the run's step count at each
-    game's end, short by the games in flight and those cut short where the run resumed). Where every game has
-    its ``segment_steps`` and every segment its start (see the module docstring), also ``run_steps``: the
-    run's step count when each game ended, the count of the logger and the checkpoints. RunError if the run
-    has no monitor CSV. Damage never
-    raises: rows that are not numbers (not UTF-8, NUL bytes, cut short) are left out, a file that cannot be
-    read, is empty or has no r,l,t columns is skipped, a file without its start time is timed from the run's
-    start. ``skipped``, if given, receives ``{path: number of rows left out}`` (an unfinished last line,
-    being written right now, is not counted); ``warnings``, if given, one line per damaged file, naming it.
+    ``steps`` (cumulative ``l`` of the finished games over all envs: near the run's step count at each game's
+    end, not it, as games in flight and games cut short at a resume are missing and the stack's reset steps
+    are in). Where every game has its ``segment_steps`` and every segment its start (see the module
+    docstring), also ``run_steps``: the run's step count when each game ended, the count of the logger and
+    the checkpoints. RunError if the run has no monitor CSV. Damage never raises: rows that are not numbers
+    (not UTF-8, NUL bytes, cut short) are left out, a file that cannot be read, is empty or has no r,l,t
+    columns is skipped, a file without its start time is timed from the run's start. ``skipped``, if given,
+    receives ``{path: number of rows left out}`` (an unfinished last line, being written right now, is not
+    counted); ``warnings``, if given, one line per damaged file, naming it.
     """
     files = monitor_files(run_dir)
     if not files:
