@@ -255,6 +255,7 @@ def read_monitor_csvs(
     files = monitor_files(run_dir)
     if not files:
         raise RunError(f"{run_dir}: no monitor CSVs (*{SUFFIX}); pass a run dir from retrokit train")
+    segment_starts = {folder: _segment_start(folder) for folder in {os.path.dirname(path) for path in files}}
     read = []
     for path in files:
         notes: list[str] = []
@@ -267,7 +268,7 @@ def read_monitor_csvs(
                 skipped[path] = bad
         if notes and warnings is not None:  # one line per file
             warnings.append(notes[0] + "".join("; " + n.split(": ", 1)[1] for n in notes[1:]))
-        start = _segment_start(os.path.dirname(path))
+        start = segment_starts[os.path.dirname(path)]
         read.append((t_start, [(t, r, n, math.nan if start is None else start + k) for t, r, n, k in games]))
     starts = [t for t, _ in read if t is not None]
     t0 = min(starts) if starts else 0.0
