@@ -30,7 +30,8 @@ def test_the_first_game_at_which_the_trailing_mean_reached_the_target():
     means = np.convolve(scores, np.ones(100) / 100, mode="valid")
     assert means[game - 100] >= 18 > means[: game - 100].max()  # the first full window at 18
     assert steps == int(read_monitor_csvs(RUN)["steps"][game - 1])
-    assert run_steps == ""  # its monitor CSVs predate segment_steps
+    # its monitor CSVs predate segment_steps: the run's count read off the logger's clock, results.md's 506k
+    assert run_steps.startswith("~") and abs(int(run_steps[1:].replace(",", "")) - 506_000) < 2_000
     assert float(row[7]) < 0  # the run's monitor began long before "now"
 
 
@@ -56,3 +57,28 @@ def test_a_target_never_reached_is_said_and_exits_1():
     proc = _run(RUN, "--target", "21")
     assert proc.returncode == 1
     assert "not reached (last mean " in proc.stdout
+
+
+def test_older_runs_count_read_off_the_loggers_clock_across_a_resume(tmp_path):
+    """Without segment_steps, a game's count is progress.csv's step count interpolated at its end time, in
+    the segment it ended in: the logger's clock starts again at a resume, each monitor folder says when its
+    segment began."""
+    run = tmp_path / "run"
+    (run / "monitor" / "resume-1").mkdir(parents=True)
+    header = '#{{"t_start": {}, "env_id": "RetroKit/Pong-v0"}}\nr,l,t\n'
+    (run / "monitor" / "0.monitor.csv").write_text(header.format(1000.0) + "-21,900,15.0\n")
+    # the resumed segment's clock: its first row at 10 s; the game ended 5 s into it
+    (run / "monitor" / "resume-1" / "0.monitor.csv").write_text(header.format(2000.0) + "21,900,5.0\n")
+    (run / "progress.csv").write_text(
+        "time/total_timesteps,time/time_elapsed\n1000,10\n2000,20\n3000,10\n4000,20\n"
+    )
+    proc = _run(str(run), "--target", "0", "--window", "1", "--every", "1000")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[2].strip("| ").split(" | ")[3:6] == ["2", "~2,500", "1,800"]
+    assert lines[4] == "| agent steps | ~1,000 | ~2,000 | ~2,500 |"
+    assert lines[6] == "| training mean (1 games) |  | -21.00 | 21.00 |"
+
+    (run / "progress.csv").write_text("time/total_timesteps,time/time_elapsed\n1000,10\n2000,20\n")
+    lines = _run(str(run), "--target", "0", "--window", "1").stdout.strip().splitlines()
+    assert lines[2].strip("| ").split(" | ")[4] == ""  # one segment logged, two in the monitor: unknown
