@@ -82,10 +82,9 @@ def logger_clock_steps(run_dir: str, games: dict[str, np.ndarray]) -> np.ndarray
             segments.append([])
         segments[-1].append((elapsed, steps))
     starts = sorted(segment_starts(run_dir).values())
-    t0 = monitor_start(run_dir)
-    if len(starts) != len(segments) or t0 is None:
+    if not starts or len(starts) != len(segments):
         return None
-    ends = t0 + games["t"]
+    ends = starts[0] + games["t"]  # games["t"] counts from the earliest start
     estimate = np.empty(len(ends))
     begun = 0.0  # the count a segment starts from: where the one before it left off
     for k, (start, segment) in enumerate(zip(starts, segments, strict=True)):
