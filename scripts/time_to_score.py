@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import glob
 import os
 import sys
 
 import numpy as np
 
 from retro_atari_kit.runs.monitor import agent_steps, monitor_files, monitor_header, read_monitor_csvs
-from retro_atari_kit.runs.progress import STEPS_COLUMN, progress_path
+from retro_atari_kit.runs.progress import STEPS_COLUMN, progress_parts, progress_path
 
 ELAPSED_COLUMN = "time/time_elapsed"
 
@@ -67,11 +66,9 @@ def logger_clock_steps(run_dir: str, games: dict[str, np.ndarray]) -> np.ndarray
     envs are made, a few seconds before the logger's clock. None where the two do not line up (another
     number of segments, no progress table).
     """
-    # a running segment's rows are still in its progress.part<k>.csv (merged when it ends)
-    parts = glob.glob(os.path.join(glob.escape(run_dir), "progress.part*.csv"))
     rows = []
-    try:
-        for path in [progress_path(run_dir), *sorted(parts, key=lambda p: int(p[:-4].rsplit("part", 1)[1]))]:
+    try:  # a running segment's rows are still in its progress.part<k>.csv (merged when it ends)
+        for path in [progress_path(run_dir), *progress_parts(run_dir)]:
             with open(path, encoding="utf-8", newline="") as fh:
                 rows += [(float(r[ELAPSED_COLUMN]), float(r[STEPS_COLUMN])) for r in csv.DictReader(fh)]
     except (OSError, KeyError, ValueError, TypeError):

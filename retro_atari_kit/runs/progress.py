@@ -29,6 +29,14 @@ def progress_path(run_dir: str, segment: int = 0) -> str:
     return os.path.join(run_dir, PROGRESS_FILE if segment == 0 else f"progress.part{segment}.csv")
 
 
+def progress_parts(run_dir: str) -> list[str]:
+    """The ``progress.part<k>.csv`` of resumed segments not merged yet, in segment order."""
+    return sorted(
+        glob.glob(os.path.join(run_dir, "progress.part*.csv")),
+        key=lambda p: int(m.group(1)) if (m := re.search(r"part(\d+)\.csv$", p)) else 0,
+    )
+
+
 def _read_table(path: str) -> tuple[list[str], list[list[str]], int]:
     """``(columns, rows, dropped lines)`` of a progress CSV, reading past damage.
 
@@ -76,10 +84,7 @@ def merge_progress(run_dir: str) -> str | None:
     ``orphaned-<k>/``. A part that cannot be read at all (permissions) is left where it is, unmerged. Returns
     a one-line note when either happened, else None.
     """
-    parts = sorted(
-        glob.glob(os.path.join(run_dir, "progress.part*.csv")),
-        key=lambda p: int(m.group(1)) if (m := re.search(r"part(\d+)\.csv$", p)) else 0,
-    )
+    parts = progress_parts(run_dir)
     if not parts:
         return None
     main = progress_path(run_dir)
