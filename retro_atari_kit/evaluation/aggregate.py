@@ -1,9 +1,13 @@
 """Aggregate scores over runs and games with uncertainty, computed by ``rliable`` (Agarwal et al. 2021).
 
 Every function takes score matrices of shape ``(runs, games)``: one number per run and game (its mean
-evaluation score, usually human-normalised). The point estimates are rliable's metric functions applied to
-the matrix; the intervals are its stratified bootstrap (runs resampled within each game). ``rliable`` is
-the ``eval`` extra: ``pip install "retro-atari-kit[eval]"``.
+evaluation score, usually human-normalised). The intervals are rliable's stratified bootstrap (runs
+resampled within each game), which calls the metric once per resample. The point estimates are rliable's
+metrics; the three whose rliable form goes through a per-call wrapper (the IQM and the probability of
+improvement through scipy's argument checks, the score distribution through ``np.vectorize``) are computed
+here the same way in plain numpy, to the bit (tests/core/test_evaluation_aggregates.py): that wrapper was
+most of a report's time (docs/evaluation.md). ``rliable`` is the ``eval`` extra:
+``pip install "retro-atari-kit[eval]"``.
 """
 
 from __future__ import annotations
@@ -43,11 +47,39 @@ def rliable_modules() -> tuple:
     return library, metrics
 
 
+def iqm(scores: np.ndarray) -> np.float64:
+    """The interquartile mean of all the scores: rliable's ``aggregate_iqm``, scipy's ``trim_mean`` of the
+    flattened matrix with a quarter cut at each end (rounded down), the same partition and mean."""
+    flat = np.ravel(scores)
+    low = int(0.25 * flat.size)
+    high = flat.size - low
+    return np.mean(np.partition(flat, (low, high - 1))[low:high])
+
+
+def improvement_probability(scores_x: np.ndarray, scores_y: np.ndarray) -> np.float64:
+    """rliable's ``probability_of_improvement``: per game, the Mann-Whitney U of X over Y divided by the
+    number of pairs of runs (pairs where X wins, plus half the ties), 0.5 where both columns are equal;
+    then the mean over games."""
+    per_game = []
+    for x, y in zip(scores_x.T, scores_y.T, strict=True):
+        if np.array_equal(x, y):
+            per_game.append(0.5)
+        else:
+            wins = np.count_nonzero(x[:, None] > y) + 0.5 * np.count_nonzero(x[:, None] == y)
+            per_game.append(np.float64(wins) / (x.size * y.size))
+    return np.mean(per_game)
+
+
+def score_distribution(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
+    """rliable's ``score_distributions``: the fraction of all the scores above each threshold in ``taus``."""
+    return np.mean(np.ravel(scores)[None, :] > taus[:, None], axis=1)
+
+
 def metric_functions() -> dict:
-    """name -> rliable's function of a ``(runs, games)`` matrix."""
+    """name -> the function of a ``(runs, games)`` matrix (rliable's, or its numpy twin above)."""
     _, m = rliable_modules()
     return {
-        "IQM": m.aggregate_iqm,
+        "IQM": iqm,
         "median": m.aggregate_median,
         "mean": m.aggregate_mean,
         "optimality_gap": m.aggregate_optimality_gap,
@@ -95,14 +127,14 @@ def probability_of_improvement(
     """P(X > Y): the probability that a run of X beats a run of Y on a game drawn at random (Mann-Whitney
     U per game, averaged over games), with its stratified bootstrap CI. Both matrices have the same games
     (columns) in the same order; their numbers of runs may differ."""
-    library, m = rliable_modules()
+    library, _ = rliable_modules()
     x, y = _check("X", scores_x), _check("Y", scores_y)
     if x.shape[1] != y.shape[1]:
         raise RunError(f"probability of improvement needs the same games: X has {x.shape[1]}, Y {y.shape[1]}")
     with seeded(seed):
         points, intervals = library.get_interval_estimates(
             {"X,Y": (x, y)},
-            lambda a, b: np.array([m.probability_of_improvement(a, b)]),
+            lambda a, b: np.array([improvement_probability(a, b)]),
             reps=reps,
             confidence_interval_size=ci,
         )
@@ -113,11 +145,9 @@ def performance_profiles(
     score_dict: Mapping[str, np.ndarray], taus: np.ndarray, reps: int = 2_000, seed: int = 0
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """rliable's run-score distributions: for each agent, the fraction of (run, game) scores above each
-    threshold in ``taus`` (:func:`rliable.library.score_distributions`), with seeded bootstrap CIs."""
+    threshold in ``taus`` (:func:`score_distribution`), with seeded bootstrap CIs."""
     library, _ = rliable_modules()
     arrays = {k: _check(k, v) for k, v in score_dict.items()}
     taus = np.asarray(taus, dtype=np.float64)
     with seeded(seed):
-        return library.get_interval_estimates(
-            arrays, lambda x: library.score_distributions(x, taus), reps=reps
-        )
+        return library.get_interval_estimates(arrays, lambda x: score_distribution(x, taus), reps=reps)

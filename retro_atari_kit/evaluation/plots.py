@@ -101,9 +101,9 @@ def curves_by_game(runs: list[dict[str, Any]]) -> dict[str, dict[str, list[tuple
 def sample_efficiency_plot(runs: list[dict[str, Any]], out: str, reps: int = 1_000, seed: int = 0) -> str:
     """One panel per game: the trailing 100-game mean true score against agent steps, per agent (algorithm
     and network), the IQM over its runs with a 95% stratified bootstrap band (no band for one run)."""
-    from retro_atari_kit.evaluation.aggregate import rliable_modules, seeded
+    from retro_atari_kit.evaluation.aggregate import iqm, rliable_modules, seeded
 
-    library, metrics = rliable_modules()
+    library, _ = rliable_modules()
     games = curves_by_game(runs)
     if not games:  # matplotlib's own words for it would be "Number of columns must be ... not 0"
         raise RunError("no run has a finished game in its monitor CSVs: no sample-efficiency curve to draw")
@@ -118,7 +118,7 @@ def sample_efficiency_plot(runs: list[dict[str, Any]], out: str, reps: int = 1_0
                 with seeded(seed):
                     points, cis = library.get_interval_estimates(
                         {agent: ys},
-                        lambda x: np.array([metrics.aggregate_iqm(x[..., t]) for t in range(x.shape[-1])]),
+                        lambda x: np.array([iqm(x[..., t]) for t in range(x.shape[-1])]),
                         reps=reps,
                     )
                 curve = points[agent]

@@ -1,5 +1,6 @@
 """Human-normalised scores are the reference table's (``atarihns``), Atari-5's estimate is the published
-regression, and every aggregate equals rliable's own function on the same arrays and a case worked by hand."""
+regression, and every aggregate equals rliable's own function on the same arrays (to the bit, where the kit
+computes rliable's metric in numpy) and a case worked by hand."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from retro_atari_kit.errors import RunError
 from retro_atari_kit.evaluation import ATARI5, atari5_median_estimate, game_of, human_normalized
 from retro_atari_kit.evaluation.aggregate import (
     aggregate_with_ci,
+    improvement_probability,
+    iqm,
     performance_profiles,
     probability_of_improvement,
+    score_distribution,
 )
 from retro_atari_kit.evaluation.scores import ATARI5_WEIGHTS, reference_scores
 
@@ -98,6 +102,38 @@ def test_aggregates_equal_rliables_own_functions_on_the_same_arrays():
     profiles, _ = performance_profiles(data, taus, reps=100)
     for key in data:
         assert np.allclose(profiles[key], [np.mean(data[key] > t) for t in taus])
+
+
+def test_the_numpy_metrics_are_rliables_to_the_bit():
+    """The IQM, the probability of improvement and the score distribution are computed without rliable's
+    per-call wrappers (scipy's argument checks, np.vectorize): the same numbers to the last bit, ties,
+    equal columns and odd sizes included, so a report's points and intervals stay rliable's."""
+    rng = np.random.default_rng(0)
+    taus = np.linspace(-2, 2, 9)
+    for case in range(600):
+        games = int(rng.integers(1, 6))
+        shapes = [(int(rng.integers(1, 8)), games) for _ in range(2)]
+        if case % 2:  # integer scores: ties within and across the two matrices
+            x, y = (rng.integers(-3, 4, shape).astype(float) for shape in shapes)
+        else:
+            x, y = (rng.normal(size=shape) for shape in shapes)
+        if case % 5 == 0:
+            y = x.copy()  # equal columns: 0.5 by rule, not by the U statistic
+        assert iqm(x) == metrics.aggregate_iqm(x)
+        assert improvement_probability(x, y) == metrics.probability_of_improvement(x, y)
+        assert np.array_equal(score_distribution(x, taus), library.score_distributions(x, taus))
+    # and the intervals built on them: rliable's bootstrap over rliable's functions, same seed
+    x, y = rng.normal(1.0, 0.5, (4, 3)), rng.integers(0, 3, (3, 3)).astype(float)
+    np.random.seed(2)
+    _, cis = library.get_interval_estimates(
+        {"X,Y": (x, y)}, lambda a, b: np.array([metrics.probability_of_improvement(a, b)]), reps=300
+    )
+    assert probability_of_improvement(x, y, reps=300, seed=2)[1:] == (cis["X,Y"][0][0], cis["X,Y"][1][0])
+    np.random.seed(3)
+    _, cis = library.get_interval_estimates(
+        {"x": x}, lambda a: library.score_distributions(a, taus), reps=300
+    )
+    assert np.array_equal(performance_profiles({"x": x}, taus, reps=300, seed=3)[1]["x"], cis["x"])
 
 
 def test_bad_matrices_are_one_clear_error():
