@@ -5,7 +5,8 @@ training, the docs' examples, the committed weights' replays) marks itself ``pyt
 ``python -m pytest -m "not slow"`` is the quick suite for the inner loop; the README's ``python -m pytest -q``
 (CI) runs them all. Markers are declared in pyproject's ``[tool.pytest.ini_options]`` (``--strict-markers``).
 
-Nothing here changes the environment of every test: a test that opens a ``"human"`` window asks for SDL's
+Nothing here changes what a test runs against (only where SB3 puts its default log folder, below): a test
+that opens a ``"human"`` window asks for SDL's
 dummy driver itself (tests/core/conftest.py's ``sdl_dummy_driver``), and a package the install must provide
 (the dependencies, the extras CI installs) is imported, never ``importorskip``-ed: a broken install fails
 (tests/test_suite_hygiene.py checks both).
@@ -74,3 +75,17 @@ def _gymnasium_left_as_found():
         "this test imported rl_zoo3, which patches gymnasium's TimeLimit for the rest of the worker: "
         "run rl_zoo3 in a subprocess (python -m rl_zoo3.train ...)"
     )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sb3_default_log_dir(tmp_path_factory: pytest.TempPathFactory):
+    """SB3's ``learn()`` without a logger of the kit's makes an (empty) ``SB3-<date>`` folder in the system's
+    temporary directory each time, unless ``SB3_LOGDIR`` names one: the suite's go into pytest's own, which
+    pytest prunes, rather than a hundred a run into /tmp."""
+    previous = os.environ.get("SB3_LOGDIR")
+    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3-logs"))
+    yield
+    if previous is None:
+        os.environ.pop("SB3_LOGDIR", None)
+    else:
+        os.environ["SB3_LOGDIR"] = previous
