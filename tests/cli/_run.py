@@ -13,6 +13,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,10 @@ RLLIB_TINY = [
     "--set", "train_batch_size_per_learner=32", "--set", "rollout_fragment_length=16",
     "--set", "min_time_s_per_iteration=1",
 ]  # fmt: skip
+# an RLlib run's progress line: a true score as a number, or that no game has ended yet (never "None")
+RLLIB_PROGRESS = re.compile(
+    r"^\d+ steps, \d+ steps/s, \d+ games, (no game finished yet|true score -?\d+\.\d\d)$"
+)
 
 
 def file_modes_bind() -> None:

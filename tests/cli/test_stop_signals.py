@@ -13,6 +13,7 @@ import csv
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import time
 import pytest
 
 from retro_atari_kit.runs import list_checkpoints, load_config
-from tests.cli._run import RLLIB_TINY
+from tests.cli._run import RLLIB_PROGRESS, RLLIB_TINY
 
 pytestmark = pytest.mark.slow
 
@@ -176,7 +177,9 @@ def test_rllib_run_stopped_by_its_group_resumes_by_its_relative_path_then_eval_r
     """The RLlib engine's whole life in one run (one Ray start per command, the slowest part): APPO started
     with a relative run dir, SIGTERM to its process group after a periodic checkpoint (a stop checkpoint,
     exit 0), ``--resume`` with the relative path it printed (RLlib reads paths as URIs: this once failed
-    inside pyarrow), then ``eval``, ``record`` and ``plot`` read the RLlib run dir like an SB3 one."""
+    inside pyarrow) and nothing of Ray's in the terminal (its messages in log.txt, progress lines with a
+    true score or none yet, never ``None``), then ``eval``, ``record`` and ``plot`` read the RLlib run dir
+    like an SB3 one."""
     # Ray's GCS and raylet run in the driver's process group and shut down on SIGTERM; started with the stop
     # signals blocked they live until the driver has saved (its env runners have groups of their own)
     run = str(tmp_path / "runs" / "x")
@@ -200,15 +203,25 @@ def test_rllib_run_stopped_by_its_group_resumes_by_its_relative_path_then_eval_r
     assert os.path.isfile(os.path.join(run, "monitor", "0.monitor.csv"))
     assert any(f.startswith("events.out.tfevents") for f in os.listdir(run))
 
-    def retrokit(*argv: str) -> str:
+    def retrokit(*argv: str) -> subprocess.CompletedProcess:
         done = subprocess.run([*CLI, *argv], cwd=tmp_path, capture_output=True, text=True, env=CHILD_ENV,
                               timeout=400)  # fmt: skip
         assert done.returncode == 0 and "Traceback" not in done.stderr, (done.stdout + done.stderr)[-3000:]
-        return done.stdout
+        return done
 
     total = stopped_at + 32
-    resumed = retrokit("train", "--resume", "runs/x", "--timesteps", str(total))
+    resume = retrokit("train", "--resume", "runs/x", "--timesteps", str(total))
+    resumed = resume.stdout
     assert f"resuming from {os.path.relpath(path, tmp_path)} ({stopped_at} steps)" in resumed
+    # quiet: Ray's warnings and its workers' lines go to log.txt, the progress lines are the kit's own
+    assert resume.stderr.strip() == "", resume.stderr[-3000:]
+    assert "None" not in resumed
+    progress = [line for line in resumed.splitlines() if " steps/s, " in line]
+    assert progress and all(RLLIB_PROGRESS.match(line) for line in progress), progress
+    with open(os.path.join(run, "log.txt"), encoding="utf-8") as fh:
+        log = fh.read()
+    assert "---- Ray's own messages, " in log and re.search(r"^iter \S+ steps \d+", log, re.M), log[-2000:]
+    assert f"Ray's own messages: {os.path.join(run, 'log.txt')}" in resumed, resumed[-2000:]
     with open(os.path.join(run, "progress.csv"), newline="") as fh:
         steps = [int(float(row["time/total_timesteps"])) for row in csv.DictReader(fh)]
     assert steps == sorted(steps) and steps[-1] >= total and min(steps) < stopped_at
@@ -221,7 +234,7 @@ def test_rllib_run_stopped_by_its_group_resumes_by_its_relative_path_then_eval_r
     with open(os.path.join(run, "model", "policy.pt"), "rb") as a, open(f"{final_ckpt}/policy.pt", "rb") as b:
         assert a.read() == b.read()
 
-    evaluated = retrokit("eval", "runs/x", "--episodes", "1", "--json")
+    evaluated = retrokit("eval", "runs/x", "--episodes", "1", "--json").stdout
     line = next(x for x in evaluated.splitlines() if x.startswith("{"))
     assert f'"steps": {final_steps}' in line and '"episodes": 1' in line
     # a whole game of Pong: one side reaches 21, so the true score is never 0

@@ -1,25 +1,22 @@
 """``retrokit train --engine rllib`` keeps Ray's own messages out of the terminal, in the run's ``log.txt``,
 and its progress lines give a true score as a number or say that no game has ended yet (never ``None``).
-A real Ray, a real run."""
+The parts here; a real run with a real Ray is checked for both in tests/cli/test_stop_signals.py (the
+RLlib run's whole life, whose resume must print nothing of Ray's)."""
 
 from __future__ import annotations
 
 import os
-import re
 
-import pytest
 from retro_atari_kit.integrations.rllib.logs import ray_messages_into
 from retro_atari_kit.integrations.rllib.training import true_score_text
 
-from tests.cli._run import ENV, RLLIB_TINY, retrokit
-
-PROGRESS = re.compile(r"^\d+ steps, \d+ steps/s, \d+ games, (no game finished yet|true score -?\d+\.\d\d)$")
+from tests.cli._run import RLLIB_PROGRESS
 
 
 def test_true_score_text_is_a_number_or_says_none_has_ended():
     assert true_score_text(None) == "no game finished yet"
     assert true_score_text(-20.5) == "true score -20.50"
-    assert PROGRESS.match(f"96 steps, 64 steps/s, 0 games, {true_score_text(None)}")
+    assert RLLIB_PROGRESS.match(f"96 steps, 64 steps/s, 0 games, {true_score_text(None)}")
 
 
 def test_ray_messages_into_takes_fd_2_for_the_block_only(tmp_path, capfd):
@@ -41,17 +38,3 @@ def test_ray_messages_stay_where_they_are_when_the_log_cannot_be_opened(tmp_path
     with ray_messages_into(str(tmp_path / "missing" / "log.txt")) as quiet:
         os.write(2, b"shown\n")
     assert not quiet and "shown" in capfd.readouterr().err
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_an_rllib_run_prints_no_ray_noise_and_no_none_score(tmp_path):
-    res = retrokit("train", "appo", ENV, *RLLIB_TINY, "--timesteps", "64", "--run-dir", "run", cwd=tmp_path)
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
-    assert res.stderr.strip() == "", res.stderr[-3000:]  # Ray's warnings, its workers' lines: none here
-    assert "None" not in res.stdout
-    progress = [line for line in res.stdout.splitlines() if " steps/s, " in line]
-    assert progress and all(PROGRESS.match(line) for line in progress), progress
-    log = (tmp_path / "run" / "log.txt").read_text()
-    assert "---- Ray's own messages, " in log and re.search(r"^iter \S+ steps \d+", log, re.M), log[-2000:]
-    assert f"Ray's own messages: {tmp_path / 'run' / 'log.txt'}" in res.stdout
