@@ -336,7 +336,7 @@ def set_total_timesteps(run_dir: str, config: dict[str, Any], timesteps: int | N
 
 def resume_segment(run_dir: str) -> int:
     """Number of the next resumed segment: 1 for the first resume, 2 for the second, ..."""
-    return 1 + len(glob.glob(os.path.join(run_dir, MONITOR_DIR, "resume-*")))
+    return 1 + len(glob.glob(os.path.join(glob.escape(run_dir), MONITOR_DIR, "resume-*")))
 
 
 def monitor_dir(run_dir: str, segment: int = 0) -> str:

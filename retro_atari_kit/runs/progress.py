@@ -32,7 +32,7 @@ def progress_path(run_dir: str, segment: int = 0) -> str:
 def progress_parts(run_dir: str) -> list[str]:
     """The ``progress.part<k>.csv`` of resumed segments not merged yet, in segment order."""
     return sorted(
-        glob.glob(os.path.join(run_dir, "progress.part*.csv")),
+        glob.glob(os.path.join(glob.escape(run_dir), "progress.part*.csv")),
         key=lambda p: int(m.group(1)) if (m := re.search(r"part(\d+)\.csv$", p)) else 0,
     )
 
@@ -134,7 +134,7 @@ def merge_progress(run_dir: str) -> str | None:
 
 
 def _new_aside_dir(run_dir: str) -> str:
-    k = 1 + len(glob.glob(os.path.join(run_dir, ORPHANED_PREFIX + "*")))
+    k = 1 + len(glob.glob(os.path.join(glob.escape(run_dir), ORPHANED_PREFIX + "*")))
     aside = os.path.join(run_dir, f"{ORPHANED_PREFIX}{k}")
     os.makedirs(aside, exist_ok=True)
     return aside

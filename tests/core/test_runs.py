@@ -29,7 +29,9 @@ from retro_atari_kit.runs import (
     read_monitor_csvs,
     write_config,
 )
+from retro_atari_kit.runs.layout import resume_segment
 from retro_atari_kit.runs.monitor import START_FILE, write_segment_start
+from retro_atari_kit.runs.progress import progress_parts
 
 
 def test_atomic_write_leaves_the_old_file_on_failure(tmp_path):
@@ -321,6 +323,22 @@ def test_merge_survives_damaged_and_duplicated_parts(tmp_path):
     open(progress_path(run, 2), "w").write("time/total_timesteps,b\n128,2\n320,5\n")  # 128: merged already
     assert merge_progress(run) is None
     assert open(progress_path(run)).read().splitlines()[-2:] == ["192,,3", "320,,5"]
+
+
+def test_a_run_dir_whose_path_has_glob_characters_finds_its_own_files(tmp_path):
+    # "[1]" in a path is a character class to glob: unescaped, a second resume reused monitor/resume-1
+    # and the progress parts were never merged
+    run = str(tmp_path / "sweep[1]*")
+    os.makedirs(monitor_dir(run, 1))
+    assert resume_segment(run) == 2
+    open(progress_path(run), "w").write("time/total_timesteps,a\n64,1\n")
+    for k, steps in ((10, 320), (2, 128)):
+        open(progress_path(run, k), "w").write(f"time/total_timesteps,a\n{steps},{k}\n")
+    assert progress_parts(run) == [progress_path(run, 2), progress_path(run, 10)]
+    merge_progress(run)
+    rows = open(progress_path(run)).read().splitlines()
+    assert rows == ["time/total_timesteps,a", "64,1", "128,2", "320,10"]
+    assert progress_parts(run) == []
 
 
 def test_stop_signals_defer_sigint_and_sigterm_and_restore_the_handlers(tmp_path):
