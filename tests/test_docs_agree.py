@@ -3,7 +3,8 @@
 - docs/cli.md's quick start gives the README's time for the same command, and its ``retrokit train`` synopsis
   the ``--timesteps`` default ``retro_atari_kit.runs.TrainSpec`` has;
 - README's install note and docs/install.md say how to get torch's CPU build on a machine without a GPU,
-  while README's command 1 (which CI runs, ``.ci/run``) stays as it is.
+  while README's command 1 (which CI runs, ``.ci/run``) stays as it is;
+- every link from one markdown page to another (or to a heading) lands on a file and heading that exist.
 """
 
 from __future__ import annotations
@@ -43,3 +44,34 @@ def test_the_install_notes_give_the_cpu_build_and_keep_command_1():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     for step in ("pip install torch==2.13.0", 'pip install -e ".[dev,contrib,zoo,rllib,eval]"'):
         assert f"{step} &&" in README and f"\n{step}\n" in ci
+
+
+LINK = re.compile(r"\]\(([^()\s#]*)(?:#([^()\s]+))?\)")
+
+
+def heading_anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    anchors = set()
+    for line in page.read_text(encoding="utf-8").splitlines():
+        heading = re.match(r"#+\s+(.*)", line)
+        if heading:
+            anchors.add(re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-"))
+    return anchors
+
+
+def test_links_between_the_docs_land_on_a_file_and_heading():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    broken = []
+    for page in pages:
+        in_code = False
+        for line in page.read_text(encoding="utf-8").splitlines():
+            in_code ^= line.startswith("```")
+            for target, anchor in [] if in_code else LINK.findall(line):
+                if target.startswith(("http://", "https://", "mailto:")):
+                    continue
+                path = (page.parent / target).resolve() if target else page
+                if not path.exists() or (
+                    anchor and path.suffix == ".md" and anchor not in heading_anchors(path)
+                ):
+                    broken.append(f"{page.relative_to(ROOT)}: ({target}{'#' + anchor if anchor else ''})")
+    assert broken == []
