@@ -64,6 +64,8 @@ def make_record(
         "train_seed": cfg.get("seed"),
         # the protocol the run trained under (None: a model file outside a run)
         "train_protocol": (cfg.get("protocol") or "training") if config is not None else None,
+        # what the run trained on (its config's env kwargs; None: a model file outside a run)
+        "train_env_kwargs": dict(cfg.get("env_kwargs") or {}) if config is not None else None,
         "steps": steps,
         "protocol": protocol,
         "env_kwargs": env_kwargs,
@@ -167,6 +169,7 @@ SCHEMA: dict[str, tuple[bool, Callable[[Any], bool], str]] = {
     "network": (False, lambda x: x is None or isinstance(x, str), "a network name (text) or null"),
     "train_seed": (False, lambda x: x is None or _is_int(x), "a whole number or null"),
     "train_protocol": (False, lambda x: x is None or _name(x), "a protocol name or null"),
+    "train_env_kwargs": (False, lambda x: x is None or isinstance(x, dict), "a mapping or null"),
     "steps": (False, lambda x: x is None or _is_int(x), "a whole number of agent steps or null"),
     "eval_seed": (False, _is_int, "a whole number"),
     "episodes": (False, _is_int, "a whole number"),

@@ -34,14 +34,19 @@ class Cell:
 
 def default_label(record: Mapping[str, Any]) -> str:
     """``PPO impala``; ``PPO nature (RLlib)`` for RLlib runs; ``PPO impala, trained machado`` for a run
-    trained under another protocol than ``training``; the run name where the record has no algo."""
+    trained under another protocol than ``training``, ``PPO impala, trained sticky`` for one trained with
+    sticky actions of its own (``--env-kwarg sticky_actions=...``); the run name where the record has no
+    algo. Agents trained on different play are never pooled under one label."""
     algo = record.get("algo")
     if not algo:
         return str(record.get("run", "?"))
     label = f"{str(algo).upper()} {record.get('network') or ''}".strip()
     label += " (RLlib)" if record.get("engine") == "rllib" else ""
     trained = record.get("train_protocol")
-    return label + (f", trained {trained}" if trained and trained != "training" else "")
+    if trained and trained != "training":
+        return f"{label}, trained {trained}"
+    sticky = (record.get("train_env_kwargs") or {}).get("sticky_actions") or 0
+    return f"{label}, trained sticky" if sticky else label
 
 
 def label_of(record: Mapping[str, Any], groups: Mapping[str, list[str]] | None) -> str:

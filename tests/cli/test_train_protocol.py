@@ -68,6 +68,7 @@ def test_eval_plays_the_trained_protocol_unless_told(machado_run, tmp_path, caps
     assert main(["eval", machado_run, "--episodes", "1", "--protocol", "training", "--out", out]) == 0
     record = load_json(os.path.join(out, "pong-machado.training.json"))
     assert record["env_kwargs"] == {} and record["train_protocol"] == "machado" and "action_map" not in record
+    assert record["train_env_kwargs"] == MACHADO_TRAINING  # what the run trained on, whatever eval played
 
     # an env kwarg given to eval goes over the run's own, under the training protocol too
     argv = ["eval", machado_run, "--episodes", "1", "--protocol", "training", "--env-kwarg", "noop_max=5"]
@@ -85,6 +86,12 @@ def test_report_names_the_protocol_an_agent_trained_under(machado_run, tmp_path)
     assert default_label({**record, "engine": "rllib", "train_protocol": "machado"}) == (
         "PPO nature (RLlib), trained machado"
     )
+    # sticky actions of the run's own (the training protocol with --env-kwarg sticky_actions=0.25): not
+    # pooled with the agents of the default stack
+    sticky = {**record, "train_protocol": "training", "train_env_kwargs": {"sticky_actions": 0.25}}
+    assert default_label(sticky) == "PPO nature, trained sticky"
+    assert default_label({**sticky, "train_env_kwargs": {"sticky_actions": 0.0}}) == "PPO nature"
+    assert default_label({**sticky, "train_protocol": "machado"}) == "PPO nature, trained machado"
 
 
 @pytest.mark.parametrize(
