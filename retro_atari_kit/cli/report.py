@@ -229,7 +229,10 @@ def run_entries(
     entries, left_out = [], []
     for d in run_dirs:
         config = load_config(d)
-        label = label_of({**config, "run": os.path.basename(os.path.normpath(d))}, groups)
+        # labelled as its eval records are: what it trained on is in its config under the run's names
+        run = os.path.basename(os.path.normpath(d))
+        as_record = {"train_protocol": config.get("protocol"), "train_env_kwargs": config.get("env_kwargs")}
+        label = label_of({**config, **as_record, "run": run}, groups)
         try:
             entry = run_entry(d, label, warnings=notes)
         except RunError as exc:

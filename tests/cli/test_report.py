@@ -380,3 +380,21 @@ def test_records_of_two_runs_that_share_a_name_are_said_to_count_once(tmp_path, 
         "retrokit: note: run 'run' on Pong [training]: 2 records of different model files "
         f"({first}, {second}) share the run name; the newest counts"
     ) in err
+
+
+def test_a_runs_curve_is_labelled_as_its_eval_records_are():
+    """The sample-efficiency curves of the committed Breakout runs: the one trained with sticky actions of its
+    own is not pooled with the default stack's, and each curve has the label its eval records have in the
+    tables (records: ``train_protocol`` / ``train_env_kwargs``; a run dir: its config's names for them)."""
+    import json
+
+    from retro_atari_kit.cli.report import run_entries
+    from retro_atari_kit.evaluation.report import default_label
+
+    results = os.path.join(os.path.dirname(__file__), "..", "..", "results")
+    runs = [os.path.join(results, name) for name in ("breakout-ppo-0", "breakout-ppo-sticky-0")]
+    entries, left_out = run_entries(runs, {}, None, [])
+    assert left_out == []
+    assert [e["agent"] for e in entries] == ["PPO nature", "PPO nature, trained sticky"]
+    with open(os.path.join(results, "evaluation", "machado", "breakout-ppo-sticky-0.machado.json")) as f:
+        assert default_label(json.load(f)) == entries[1]["agent"]
