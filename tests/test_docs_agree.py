@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -49,29 +50,34 @@ def test_the_install_notes_give_the_cpu_build_and_keep_command_1():
 LINK = re.compile(r"\]\(([^()\s#]*)(?:#([^()\s]+))?\)")
 
 
-def heading_anchors(page: Path) -> set[str]:
-    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as hyphens."""
-    anchors = set()
+def prose_lines(page: Path) -> list[str]:
+    """The page's lines outside fenced code blocks (a ``# comment`` in a shell block is no heading)."""
+    lines, in_code = [], False
     for line in page.read_text(encoding="utf-8").splitlines():
-        heading = re.match(r"#+\s+(.*)", line)
-        if heading:
-            anchors.add(re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-"))
-    return anchors
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+        elif not in_code:
+            lines.append(line)
+    return lines
+
+
+@functools.cache
+def heading_anchors(page: Path) -> frozenset[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = (re.match(r"#+\s+(.*)", line) for line in prose_lines(page))
+    return frozenset(
+        re.sub(r"[^\w\- ]", "", h.group(1).strip().lower()).replace(" ", "-") for h in headings if h
+    )
 
 
 def test_links_between_the_docs_land_on_a_file_and_heading():
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     broken = []
     for page in pages:
-        in_code = False
-        for line in page.read_text(encoding="utf-8").splitlines():
-            in_code ^= line.startswith("```")
-            for target, anchor in [] if in_code else LINK.findall(line):
-                if target.startswith(("http://", "https://", "mailto:")):
-                    continue
-                path = (page.parent / target).resolve() if target else page
-                if not path.exists() or (
-                    anchor and path.suffix == ".md" and anchor not in heading_anchors(path)
-                ):
-                    broken.append(f"{page.relative_to(ROOT)}: ({target}{'#' + anchor if anchor else ''})")
+        for target, anchor in (link for line in prose_lines(page) for link in LINK.findall(line)):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path = (page.parent / target).resolve() if target else page
+            if not path.exists() or (anchor and path.suffix == ".md" and anchor not in heading_anchors(path)):
+                broken.append(f"{page.relative_to(ROOT)}: ({target}{'#' + anchor if anchor else ''})")
     assert broken == []

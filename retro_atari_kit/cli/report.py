@@ -223,16 +223,17 @@ def run_entries(
     each run dir left out; a damaged monitor CSV adds a note, as in ``retrokit plot``."""
     from retro_atari_kit.errors import RunError
     from retro_atari_kit.evaluation.plots import run_entry
+    from retro_atari_kit.evaluation.records import trained_on
     from retro_atari_kit.evaluation.report import label_of
     from retro_atari_kit.runs import load_config
 
     entries, left_out = [], []
     for d in run_dirs:
         config = load_config(d)
-        # labelled as its eval records are: what it trained on is in its config under the run's names
-        run = os.path.basename(os.path.normpath(d))
-        as_record = {"train_protocol": config.get("protocol"), "train_env_kwargs": config.get("env_kwargs")}
-        label = label_of({**config, **as_record, "run": run}, groups)
+        # labelled as its eval records are
+        label = label_of(
+            {**config, **trained_on(config), "run": os.path.basename(os.path.normpath(d))}, groups
+        )
         try:
             entry = run_entry(d, label, warnings=notes)
         except RunError as exc:

@@ -28,6 +28,15 @@ def record_name(run: str, protocol: str) -> str:
     return f"{run}.{protocol}.json"
 
 
+def trained_on(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's config.yaml as an eval record names what the run trained on: ``train_protocol`` (a run made
+    before protocols were recorded trained under ``training``) and ``train_env_kwargs``."""
+    return {
+        "train_protocol": config.get("protocol") or "training",
+        "train_env_kwargs": dict(config.get("env_kwargs") or {}),
+    }
+
+
 def make_record(
     *,
     scores: list[float],
@@ -62,10 +71,8 @@ def make_record(
         "algo": cfg.get("algo"),
         "network": cfg.get("network"),
         "train_seed": cfg.get("seed"),
-        # the protocol the run trained under (None: a model file outside a run)
-        "train_protocol": (cfg.get("protocol") or "training") if config is not None else None,
-        # what the run trained on (its config's env kwargs; None: a model file outside a run)
-        "train_env_kwargs": dict(cfg.get("env_kwargs") or {}) if config is not None else None,
+        # what the run trained on (None: a model file outside a run)
+        **(trained_on(config) if config is not None else {"train_protocol": None, "train_env_kwargs": None}),
         "steps": steps,
         "protocol": protocol,
         "env_kwargs": env_kwargs,
