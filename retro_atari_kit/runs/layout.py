@@ -53,6 +53,12 @@ RUN_DIR_HEADROOM = 128
 _made_here: dict[str, list[str]] = {}
 
 
+def glob_in(folder: str, pattern: str) -> list[str]:
+    """The paths in ``folder`` matching ``pattern``, sorted; ``folder``'s own name is taken literally (a run
+    dir may be named ``[seed 0]``)."""
+    return sorted(glob.glob(os.path.join(glob.escape(folder), pattern)))
+
+
 def make_dirs(path: str) -> list[str]:
     """``os.makedirs(path)``, returning the folders it made (outermost first). If the OS refuses one of them,
     the ones made so far are removed again before the OSError is raised: a refused command leaves no trail
@@ -336,7 +342,7 @@ def set_total_timesteps(run_dir: str, config: dict[str, Any], timesteps: int | N
 
 def resume_segment(run_dir: str) -> int:
     """Number of the next resumed segment: 1 for the first resume, 2 for the second, ..."""
-    return 1 + len(glob.glob(os.path.join(glob.escape(run_dir), MONITOR_DIR, "resume-*")))
+    return 1 + len(glob_in(os.path.join(run_dir, MONITOR_DIR), "resume-*"))
 
 
 def monitor_dir(run_dir: str, segment: int = 0) -> str:

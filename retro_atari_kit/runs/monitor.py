@@ -18,7 +18,6 @@ here.
 
 from __future__ import annotations
 
-import glob
 import json
 import math
 import os
@@ -29,7 +28,7 @@ import numpy as np
 
 from retro_atari_kit.errors import RunError
 from retro_atari_kit.files import atomic_write_text
-from retro_atari_kit.runs.layout import MONITOR_DIR, ORPHANED_PREFIX
+from retro_atari_kit.runs.layout import MONITOR_DIR, ORPHANED_PREFIX, glob_in
 
 SUFFIX = ".monitor.csv"
 DEFAULT_COLUMNS = ("r", "l", "t")  # what MonitorCSV writes; and with segment_steps:
@@ -125,17 +124,17 @@ def monitor_files(run_dir: str, include_orphaned: bool = False) -> list[str]:
     """
     roots = [run_dir]
     if include_orphaned:
-        roots += sorted(glob.glob(os.path.join(glob.escape(run_dir), ORPHANED_PREFIX + "*")))
+        roots += glob_in(run_dir, ORPHANED_PREFIX + "*")
     paths: list[str] = []
     for root in roots:
         monitor = os.path.join(root, MONITOR_DIR)
         if not os.path.isdir(monitor):
             folders = [root] if root == run_dir else []
         else:
-            segments = glob.glob(os.path.join(glob.escape(monitor), "resume-*"))
+            segments = glob_in(monitor, "resume-*")
             folders = [monitor, *(s for s in segments if _SEGMENT.fullmatch(os.path.basename(s)))]
         for folder in folders:
-            paths += glob.glob(os.path.join(glob.escape(folder), f"*{SUFFIX}"))
+            paths += glob_in(folder, f"*{SUFFIX}")
     return sorted(paths)
 
 

@@ -7,7 +7,6 @@ A resumed segment ``k`` logs to ``progress.part<k>.csv``; ``merge_progress`` fol
 from __future__ import annotations
 
 import csv
-import glob
 import io
 import os
 import re
@@ -16,7 +15,7 @@ import shutil
 from retro_atari_kit.csv_cells import csv_row
 from retro_atari_kit.files import atomic_write_bytes, atomic_write_text
 from retro_atari_kit.runs.checkpoints import CHECKPOINT_DIR
-from retro_atari_kit.runs.layout import CONFIG_FILE, ORPHANED_PREFIX
+from retro_atari_kit.runs.layout import CONFIG_FILE, ORPHANED_PREFIX, glob_in
 from retro_atari_kit.runs.lock import LOCK_FILE
 from retro_atari_kit.runs.monitor import monitor_files, split_monitor_csv
 
@@ -32,7 +31,7 @@ def progress_path(run_dir: str, segment: int = 0) -> str:
 def progress_parts(run_dir: str) -> list[str]:
     """The ``progress.part<k>.csv`` of resumed segments not merged yet, in segment order."""
     return sorted(
-        glob.glob(os.path.join(glob.escape(run_dir), "progress.part*.csv")),
+        glob_in(run_dir, "progress.part*.csv"),
         key=lambda p: int(m.group(1)) if (m := re.search(r"part(\d+)\.csv$", p)) else 0,
     )
 
@@ -134,7 +133,7 @@ def merge_progress(run_dir: str) -> str | None:
 
 
 def _new_aside_dir(run_dir: str) -> str:
-    k = 1 + len(glob.glob(os.path.join(glob.escape(run_dir), ORPHANED_PREFIX + "*")))
+    k = 1 + len(glob_in(run_dir, ORPHANED_PREFIX + "*"))
     aside = os.path.join(run_dir, f"{ORPHANED_PREFIX}{k}")
     os.makedirs(aside, exist_ok=True)
     return aside
