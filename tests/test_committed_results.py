@@ -41,6 +41,9 @@ COMMITTED = {
     "pong-ppo-gpu-impala-0": Committed("RetroKit/Pong-v0", 1_000_992, "model.zip", 18.0),
     # seed 1 of the same: 100-game means 18.86 sampled, 19.54 arg-max, arg-max min 18 (results.md)
     "pong-ppo-gpu-impala-1": Committed("RetroKit/Pong-v0", 1_000_544, "model.zip", 18.0),
+    # 2M steps of PPO + Impala trained under --protocol machado, replayed under it (the run's protocol):
+    # 100-game means 15.29 sampled, 17.70 arg-max, arg-max min 10 (results.md)
+    "pong-ppo-impala-machado-1": Committed("RetroKit/Pong-v0", 2_000_904, "model.zip", 8.0),
     # arg-max games end 21 or -1 (results.md); seeds 0 and 1 give -1 and 21
     "pong-rllib-ppo-0": Committed("RetroKit/Pong-v0", 2_000_810, "model/policy.pt", 0.0),
     # RLlib PPO, 3M steps, learning rate decayed linearly: 100-game means 18.64 sampled, 20.55
