@@ -8,26 +8,38 @@
 #   bash benchmarks/gpu_machine_setup.sh && bash benchmarks/gpu_pong.sh      # on the GPU machine, from the repo root
 #   TABLE=0 PONG_S=240 bash benchmarks/gpu_pong.sh                  # the Pong run alone
 #   SMOKE=1 bash benchmarks/gpu_pong.sh                             # on a CPU: the script's own check
+#   PROTOCOL=machado TABLE=0 PONG_S=540 bash benchmarks/gpu_pong.sh  # Pong under sticky actions, 2M steps
 #   python benchmarks/gpu_suite.py --only profile --out "$OUT/profile.md"  # a second call: where the time goes
 #
 # Writes under $OUT (default .gpu/out), a few files of at most 16 MiB: table.md (the learner's table),
 # pong.md (time to 18), pong.log (the run's console) and pong-run.zip (the run dir without checkpoints:
 # model.zip, config.yaml, progress.csv, monitor CSVs, log.txt). Parts run under `timeout`; SIGTERM stops the
-# training run with a final checkpoint, as Ctrl-C does.
+# training run with a final checkpoint, as Ctrl-C does. PROTOCOL=machado trains under Machado et al.'s protocol
+# (sticky actions 0.25, docs/evaluation.md) with the constant learning rate and clip range that the sticky
+# runs on 2 cores used (docs/results.md), for 2M steps; pong-run.zip is then the run to commit or resume.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-.gpu/out}
 TABLE=${TABLE:-1}
 TABLE_S=${TABLE_S:-200}
 PONG_S=${PONG_S:-300}
-RUN=${RUN:-${TMPDIR:-/tmp}/pong-gpu}
+PROTOCOL=${PROTOCOL:-training}
+RUN=${RUN:-${TMPDIR:-/tmp}/pong-gpu-$PROTOCOL}
 mkdir -p "$OUT"
 if [ "${SMOKE:-0}" = 1 ]; then
     TABLE_ARGS=(--cpu-smoke --only ppo-fast)
     TRAIN_ARGS=(--timesteps 256 --n-envs 2 --set n_steps=32 --set batch_size=32 --device cpu)
 else
     TABLE_ARGS=(--only ppo-fast --budget 150)
-    TRAIN_ARGS=(--timesteps 1e6 --checkpoint-every 200000 --device cuda)
+    STEPS=1e6
+    [ "$PROTOCOL" = machado ] && STEPS=2e6
+    TRAIN_ARGS=(--timesteps "$STEPS" --checkpoint-every 200000 --device cuda)
+fi
+if [ "$PROTOCOL" = machado ]; then
+    TRAIN_ARGS+=(--protocol machado --set learning_rate=2.5e-4 --set clip_range=0.1)
+elif [ "$PROTOCOL" != training ]; then
+    echo "PROTOCOL must be training or machado, got $PROTOCOL" >&2
+    exit 2
 fi
 
 if [ "$TABLE" = 1 ]; then
