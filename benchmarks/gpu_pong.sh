@@ -24,6 +24,11 @@ TABLE=${TABLE:-1}
 TABLE_S=${TABLE_S:-200}
 PONG_S=${PONG_S:-300}
 PROTOCOL=${PROTOCOL:-training}
+case "$PROTOCOL" in
+    training) STEPS=1e6; PROTOCOL_ARGS=() ;;
+    machado) STEPS=2e6; PROTOCOL_ARGS=(--protocol machado --set learning_rate=2.5e-4 --set clip_range=0.1) ;;
+    *) echo "PROTOCOL must be training or machado, got $PROTOCOL" >&2; exit 2 ;;
+esac
 RUN=${RUN:-${TMPDIR:-/tmp}/pong-gpu-$PROTOCOL}
 mkdir -p "$OUT"
 if [ "${SMOKE:-0}" = 1 ]; then
@@ -31,16 +36,9 @@ if [ "${SMOKE:-0}" = 1 ]; then
     TRAIN_ARGS=(--timesteps 256 --n-envs 2 --set n_steps=32 --set batch_size=32 --device cpu)
 else
     TABLE_ARGS=(--only ppo-fast --budget 150)
-    STEPS=1e6
-    [ "$PROTOCOL" = machado ] && STEPS=2e6
     TRAIN_ARGS=(--timesteps "$STEPS" --checkpoint-every 200000 --device cuda)
 fi
-if [ "$PROTOCOL" = machado ]; then
-    TRAIN_ARGS+=(--protocol machado --set learning_rate=2.5e-4 --set clip_range=0.1)
-elif [ "$PROTOCOL" != training ]; then
-    echo "PROTOCOL must be training or machado, got $PROTOCOL" >&2
-    exit 2
-fi
+TRAIN_ARGS+=("${PROTOCOL_ARGS[@]}")
 
 if [ "$TABLE" = 1 ]; then
     timeout "$TABLE_S" python benchmarks/gpu_suite.py "${TABLE_ARGS[@]}" --out "$OUT/table.md" \
