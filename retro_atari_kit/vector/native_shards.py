@@ -1,8 +1,8 @@
 """The native ALE backend's entry point: every env in this process, or ``shards`` worker processes that
 each drive a contiguous block of envs.
 
-Why workers (docs/performance.md): in one process the exact warp of every frame runs under one GIL, which
-caps the backend near 11,000 env steps/s on 16 cores whatever the core count. Each worker runs a
+Why workers: in one process the exact warp of every frame runs under one GIL, so the backend stops
+scaling with cores (docs/performance.md has the figures). Each worker runs a
 :class:`~retro_atari_kit.vector.native_ale.NativeDriver` over its block: its one thread sends its envs'
 actions, then receives and warps each frame as soon as its env is done, while the block's other envs (C++
 threads) still emulate. Workers share no GIL, so the warp scales with the cores.
@@ -34,8 +34,7 @@ def default_shards(num_envs: int, cores: int | None = None) -> int:
     """On :data:`MIN_CORES` cores or more, one worker process per core with at least two envs each; on
     fewer, 1 (every env in this process).
 
-    Measured (docs/performance.md, "the native backend sharded over processes"): on 16 cores, 1.05x one
-    process at N=16 and 1.21x at N=32; on 2 cores, 0.94-1.02x at N=4 and 8, so not worth its processes.
+    The figures behind both sides of the threshold: docs/vectorization.md, "native over worker processes".
     """
     cores = cores or os.cpu_count() or 1
     if cores < MIN_CORES:
@@ -65,7 +64,7 @@ def native_driver_in_worker(game: str, num_envs: int, cfg: dict[str, Any]) -> Na
     """A worker's :class:`NativeDriver` over its block, its thread under ``SCHED_BATCH``.
 
     Woken by its semaphore, this thread then does not preempt the main process before it has woken the other
-    workers (a wake-up cost the main process 45 us, 12 us with this; docs/vectorization.md). Set before the
+    workers (docs/vectorization.md has the cost of a wake-up with and without it). Set before the
     emulators start: their C++ threads inherit it.
     """
     if hasattr(os, "SCHED_BATCH"):
