@@ -65,16 +65,21 @@ CLASSES: dict[str, dict[str, str]] = {
 
 
 class LinearSchedule:
-    """``initial`` at the start of training, ``final`` at the end (picklable, unlike a closure)."""
+    """``initial`` until ``start_fraction`` of training, then linear to ``final`` at the end (picklable,
+    unlike a closure). ``start_fraction`` 0 (the default) is rl-zoo3's ``lin_<x>``."""
 
-    def __init__(self, initial: float, final: float) -> None:
-        self.initial, self.final = initial, final
+    start_fraction = 0.0  # schedules pickled in models saved before it existed hold no value of their own
+
+    def __init__(self, initial: float, final: float, start_fraction: float = 0.0) -> None:
+        self.initial, self.final, self.start_fraction = initial, final, start_fraction
 
     def __call__(self, progress_remaining: float) -> float:
-        return self.final + (self.initial - self.final) * progress_remaining
+        # progress_remaining runs from 1 to 0; the fall takes its last (1 - start_fraction)
+        left = min(1.0, progress_remaining / (1.0 - self.start_fraction))
+        return self.final + (self.initial - self.final) * left
 
     def __repr__(self) -> str:
-        return f"LinearSchedule({self.initial}, {self.final})"
+        return f"LinearSchedule({self.initial}, {self.final}, start_fraction={self.start_fraction})"
 
 
 def _number(text: Any, whole: Any) -> float:
@@ -88,8 +93,9 @@ def _number(text: Any, whole: Any) -> float:
 
 def schedule(value: Any) -> Any:
     """Turn a preset value into what SB3 expects: ``"lin_X"`` or ``{"schedule": "linear", "initial": X[,
-    "final": Y]}`` -> a callable of SB3's ``progress_remaining`` (1 at the start, 0 at the end), linear from
-    X to Y (default 0); numbers and callables pass through. ValueError for anything else."""
+    "final": Y][, "start_fraction": F]}`` -> a callable of SB3's ``progress_remaining`` (1 at the start, 0 at
+    the end): X until the fraction F of training (default 0), then linear to Y (default 0) at the end;
+    numbers and callables pass through. ValueError for anything else."""
     if callable(value) or value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
         return value
     if isinstance(value, str):
@@ -104,13 +110,18 @@ def schedule(value: Any) -> Any:
         if (
             value.get("schedule") != "linear"
             or "initial" not in keys
-            or keys - {"schedule", "initial", "final"}
+            or keys - {"schedule", "initial", "final", "start_fraction"}
         ):
             raise ValueError(
-                f"cannot read schedule {value!r}; use {{'schedule': 'linear', 'initial': x, 'final': y}} "
-                "or 'lin_<x>'"
+                f"cannot read schedule {value!r}; use {{'schedule': 'linear', 'initial': x, 'final': y, "
+                "'start_fraction': f}} or 'lin_<x>'"
             )
-        return LinearSchedule(_number(value["initial"], value), _number(value.get("final", 0.0), value))
+        start_fraction = _number(value.get("start_fraction", 0.0), value)
+        if not 0.0 <= start_fraction < 1.0:
+            raise ValueError(f"cannot read schedule {value!r}: start_fraction must be in [0, 1)")
+        return LinearSchedule(
+            _number(value["initial"], value), _number(value.get("final", 0.0), value), start_fraction
+        )
     raise ValueError(
         f"cannot read schedule {value!r}; use a number, 'lin_<x>' or {{'schedule': 'linear', 'initial': x}}"
     )

@@ -23,7 +23,7 @@ from retro_atari_kit.integrations.sb3.algorithms import (
 )
 from retro_atari_kit.integrations.sb3.presets import allowed_keys, to_sb3_kwargs
 
-from retro_atari_kit.presets import PresetError, apply_overrides, get_preset
+from retro_atari_kit.presets import PresetError, apply_overrides, get_preset, zoo_hyperparams
 from retro_atari_kit.runs import RunError, TrainSpec, check_config_fields, config_field_error, new_config
 from retro_atari_kit.wrappers.frame_stack import DEFAULT_FRAME_STACK
 
@@ -73,11 +73,16 @@ def resolve_config(spec: TrainSpec) -> dict[str, Any]:
     if (
         not spec.n_envs
         and preset_n_envs
-        and (algo in OFF_POLICY or hp.get("parallel_play") or hp.get("fast_learner"))
+        and (
+            algo in OFF_POLICY
+            or hp.get("parallel_play")
+            or hp.get("fast_learner")
+            or preset_n_envs != zoo_hyperparams(algo).get("n_envs")
+        )
     ):
-        # off-policy: n_envs sets the updates per env step (train_freq counts vector steps); the GPU
-        # recipe (fast_learner) was tuned at its shape (minibatches per rollout): the preset's envs, not
-        # one per CPU
+        # off-policy: n_envs sets the updates per env step (train_freq counts vector steps); a preset that
+        # sets envs of its own (the GPU recipe, the sticky-action one) was tuned at its shape (minibatches
+        # per rollout): the preset's envs, not one per CPU
         n_envs = preset_n_envs
     return new_config(
         "sb3",

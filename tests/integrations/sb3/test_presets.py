@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import pickle
+
 import gymnasium as gym
 import pytest
 import yaml
@@ -30,7 +33,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 def test_list_presets():
     names = list_presets()
-    assert names["ppo"] == ["default", "bf16", "gpu"]
+    assert names["ppo"] == ["default", "bf16", "gpu", "sticky"]
     assert names["a2c"] == ["default", "gpu"]
     assert names["dqn"] == ["default", "gpu", "pong-dqn", "pong-dqn-fast"] and "qrdqn" in names
 
@@ -82,6 +85,19 @@ def test_schedules():
     assert lin(1.0) == pytest.approx(2.5e-4) and lin(0.5) == pytest.approx(1.25e-4) and lin(0.0) == 0.0
     d = schedule({"schedule": "linear", "initial": 1.0, "final": 0.5})
     assert d(1.0) == 1.0 and d(0.0) == 0.5
+    # held for the first half of training, then linear to 0: a quarter of the way down at 5/8
+    half = schedule({"schedule": "linear", "initial": 2.5e-4, "start_fraction": 0.5})
+    assert half(1.0) == half(0.5) == pytest.approx(2.5e-4) and half(0.75) == pytest.approx(2.5e-4)
+    assert (
+        half(0.375) == pytest.approx(1.875e-4) and half(0.25) == pytest.approx(1.25e-4) and half(0.0) == 0.0
+    )
+    # a schedule pickled before start_fraction existed (in older models' zips) still falls from the start
+    old = pickle.loads(pickle.dumps(lin))
+    del old.__dict__["start_fraction"]
+    assert old(0.5) == pytest.approx(1.25e-4)
+    for bad in (1.0, -0.1, "half"):
+        with pytest.raises(ValueError, match="start_fraction|not a number"):
+            schedule({"schedule": "linear", "initial": 1.0, "start_fraction": bad})
     assert schedule(3e-4) == 3e-4 and schedule("3e-4") == 3e-4
     with pytest.raises(ValueError, match="lin_"):
         schedule("cosine")
@@ -162,6 +178,13 @@ def test_presets_feed_the_training_cli_resolution():
     # the preset's one env (n_envs sets the updates per env step), whatever the CPU count
     assert cfg["n_envs"] == 1
     assert algo_kwargs(cfg)["replay_buffer_kwargs"] == {"n_steps": 2, "gamma": 0.99}
+    # on-policy: one env per CPU for the zoo's shape; a preset tuned at envs of its own keeps them
+    ppo = resolve_config(TrainSpec(algo="ppo", env_id="RetroKit/Pong-v0"))
+    assert ppo["n_envs"] == (os.cpu_count() or 1) and ppo["preset_n_envs"] == 8
+    sticky = resolve_config(TrainSpec(algo="ppo", env_id="RetroKit/Pong-v0", preset="sticky"))
+    assert sticky["n_envs"] == 16 and algo_kwargs(sticky)["learning_rate"](0.75) == pytest.approx(2.5e-4)
+    mine = resolve_config(TrainSpec(algo="ppo", env_id="RetroKit/Pong-v0", preset="sticky", n_envs=4))
+    assert mine["n_envs"] == 4
 
 
 def test_one_table_maps_the_presets_class_names_to_sb3_classes():
