@@ -167,6 +167,19 @@ def test_every_preset_builds_a_model(algo, cls, name):
         venv.close()
 
 
+def test_sticky_preset_builds_a_model_whose_schedules_hold_then_fall():
+    venv = DummyVecEnv([lambda: gym.make("RetroKit/Pong-v0")] * 4)  # 4 x 128 steps: one minibatch of 512
+    try:
+        model = PPO(env=venv, device="cpu", **to_sb3_kwargs(get_preset("ppo", "sticky"), network="impala"))
+        assert model.batch_size == 512 and isinstance(model.policy.features_extractor, ImpalaCNN)
+        assert model.lr_schedule(1.0) == model.lr_schedule(0.5) == pytest.approx(2.5e-4)
+        assert model.lr_schedule(0.25) == pytest.approx(1.25e-4) and model.clip_range(0.25) == pytest.approx(
+            0.05
+        )
+    finally:
+        venv.close()
+
+
 def test_presets_feed_the_training_cli_resolution():
     from retro_atari_kit.integrations.sb3.training import algo_kwargs, resolve_config
 
