@@ -6,28 +6,31 @@ one host for all of them.
   cross a pipe, a bounded stop of any process.
 - :mod:`.host`: :class:`ChildProcess` (start a child with a pipe; send, receive and request with a wait
   that notices a dead child at once; the one died error; stop), :func:`serve` (the child side of a
-  request/answer child), :func:`receive_each` / :func:`receive_all` (one answer from each of several
-  children) and :func:`stop_all`.
+  request/answer child), :func:`receive_all` (one answer from each of several children) and
+  :func:`stop_all`.
+- :mod:`.wakeups`: :class:`Wakeups`, one wake-up for many children whose work lives in shared memory (a
+  semaphore per child, a countdown, one semaphore back), the pipe kept for everything else.
 """
 
 from retro_atari_kit.processes.host import (
     ChildDiedError,
     ChildProcess,
     receive_all,
-    receive_each,
     reply,
     reply_error,
     serve,
     stop_all,
 )
 from retro_atari_kit.processes.start import default_start_method, stop_signals_blocked, worker_start_hint
+from retro_atari_kit.processes.wakeups import ChildWakeup, Wakeups
 
 __all__ = [
     "ChildDiedError",
     "ChildProcess",
+    "ChildWakeup",
+    "Wakeups",
     "default_start_method",
     "receive_all",
-    "receive_each",
     "reply",
     "reply_error",
     "serve",

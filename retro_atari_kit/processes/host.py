@@ -26,6 +26,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
+from multiprocessing.reduction import ForkingPickler
 from typing import Any, Protocol
 
 from retro_atari_kit.processes.start import (
@@ -107,7 +108,9 @@ def reply_error(conn: Connection, exc: BaseException) -> None:
 
 
 class Handler(Protocol):
-    """What :func:`serve` runs: ``hello()`` is the start-up answer, ``handle`` answers one command."""
+    """What :func:`serve` runs: ``hello()`` is the start-up answer, ``handle`` answers one command. A handler
+    may also have ``next_command(conn)``, returning the next ``(command, data)``: one that waits on a
+    semaphore (:mod:`.wakeups`) rather than its pipe, doing its shared-memory work in between."""
 
     def hello(self) -> Any: ...
 
@@ -132,8 +135,10 @@ def serve(conn: Connection, make_handler: Callable[..., Handler], *args: Any) ->
         return
     try:
         reply(conn, hello)
+        # a handler that waits on something besides its pipe (a semaphore) reads its next command itself
+        next_command = getattr(handler, "next_command", None)
         while True:
-            command, data = conn.recv()
+            command, data = conn.recv() if next_command is None else next_command(conn)
             if command == CLOSE:
                 return
             try:
@@ -205,13 +210,19 @@ class ChildProcess:
         return self.process.pid
 
     # -- talking ---------------------------------------------------------------------------------------
-    def send(self, command: str, data: Any = None) -> None:
-        """Send one command; raise the died error if the child is gone (a command that does not pickle
-        raises its pickling error, and nothing is written)."""
+    def send(self, command: str, data: Any = None, wake: Callable[[], None] | None = None) -> None:
+        """Send one command; raise the died error if the child is gone. ``wake`` is called once the command
+        is pickled and before it is written (a child that waits on a semaphore: :mod:`.wakeups`), so a command
+        that does not pickle raises here and wakes nobody."""
         if self.broken is not None or self.stopped:  # inline: this is every env step's path
             self._check()
         try:
-            self.conn.send((command, data))
+            if wake is None:
+                self.conn.send((command, data))
+            else:
+                message = ForkingPickler.dumps((command, data))
+                wake()
+                self.conn.send_bytes(message)
         except (OSError, EOFError):
             raise self._fail(self._died()) from None
 
@@ -315,12 +326,9 @@ class ChildProcess:
         stop_all([self])
 
 
-def receive_each(
-    children: Sequence[ChildProcess], timeout: float | None = None
-) -> tuple[list[Any], Exception | None]:
-    """One answer from each child, in order, and the first exception a child answered with (its answer
-    None); every pipe is read, so each stays in step and every child stays usable. A died error is raised
-    at once."""
+def receive_all(children: Sequence[ChildProcess], timeout: float | None = None) -> list[Any]:
+    """One answer from each child, in order. A child's exception is raised only once every other answer has
+    been read, so each pipe stays in step and every child stays usable; a died error is raised at once."""
     results: list[Any] = []
     first: Exception | None = None
     for child in children:
@@ -331,12 +339,6 @@ def receive_each(
         except Exception as exc:
             results.append(None)
             first = first or exc
-    return results, first
-
-
-def receive_all(children: Sequence[ChildProcess], timeout: float | None = None) -> list[Any]:
-    """:func:`receive_each`, the first exception answered raised once every answer is read."""
-    results, first = receive_each(children, timeout)
     if first is not None:
         raise first
     return results

@@ -8,26 +8,26 @@ backend: stable-retro allows one emulator per process) or a
 driver's ``frames`` lie in one shared-memory segment, so each frame is written where the main process reads
 it.
 
-Every call is a command over each worker's pipe and one answer back, as in gymnasium's ``AsyncVectorEnv``
-and SB3's ``SubprocVecEnv``. A step (:class:`WorkerDriver`, the main side) puts the actions and the reset
-mask (the envs that autoreset now) into shared memory and sends ``step`` to every worker; each calls its
-driver's ``step`` on its slice and writes rewards, flags and the infos every env of its block has
-(``BatchedInfos.common``) into shared memory, laid out by a schema (keys and dtypes) the main process learns
-when it changes. Its answer is empty unless something does not fit there (a game's true score, a new
-schema), and an env's exception is its answer too.
+A step (:class:`WorkerDriver`, the main side) is one wake-up for all workers
+(:class:`~retro_atari_kit.processes.Wakeups`): the actions and the reset mask (the envs that autoreset now)
+go into shared memory, each worker calls its driver's ``step`` on its slice and writes rewards, flags and
+the infos every env of its block has (``BatchedInfos.common``) there, laid out by a schema (keys and dtypes)
+the main process learns when it changes; the last one to finish releases the main process. The rest (a
+game's true score, a new schema, an env's exception) follows over the worker's pipe, as do ``reset``,
+``call``, ``set_attr`` and ``close``.
 
 Every wait on a worker also watches its process: a worker that dies makes the call raise
 :class:`WorkerDiedError` at once (``rank``: its block's first env) and stops the others, and every later call
 raises the same error. An env's exception reaches the caller as itself once every worker's answer is read.
 Workers ignore SIGINT, so Ctrl-C reaches only the main process, which closes them (:class:`WorkerVectorEnv`).
 ``close()`` asks workers to exit, terminates/kills stragglers and joins them all (no zombies), and unlinks the
-shared memory; it is idempotent.
+shared memory and the semaphores; it is idempotent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from multiprocessing.reduction import ForkingPickler
+from multiprocessing.connection import Connection
 from multiprocessing.shared_memory import SharedMemory
 from typing import Any, NamedTuple
 
@@ -37,15 +37,19 @@ from retro_atari_kit.limits import check_shared_memory
 from retro_atari_kit.processes import (
     ChildDiedError,
     ChildProcess,
+    ChildWakeup,
+    Wakeups,
     default_start_method,
     receive_all,
-    receive_each,
+    reply,
+    reply_error,
     serve,
     stop_all,
 )
 from retro_atari_kit.vector._stacked import BatchedInfos, Driver, Seeds, StackedVectorEnv
 
 START_METHODS = ("fork", "forkserver", "spawn")
+IN_MEMORY, ON_PIPE = 0, 1  # where a worker's step result is: all in shared memory, or (also) on the pipe
 MAX_INFO_KEYS = 64  # a block whose infos have more common keys sends them all over the pipe
 INFO_DTYPES = (np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.bool_))  # what an int64 slot holds
 
@@ -78,7 +82,7 @@ class Shared:
     """Numpy views of the one shared-memory segment, laid out the same way in the main process and in every
     worker (``buffer=None``: sizing only, the views are empty). ``size`` is the segment's size in bytes."""
 
-    def __init__(self, buffer: Any, n: int, frame_shape: tuple[int, ...]):
+    def __init__(self, buffer: Any, n: int, workers: int, frame_shape: tuple[int, ...]):
         self.size = 0
         self.frames = self._take(buffer, (n, *frame_shape), np.uint8)
         self.actions = self._take(buffer, (n,), np.int64)
@@ -88,6 +92,7 @@ class Shared:
         # env i's row: its block's common info values in schema order (floats as their bits); env-major, so
         # that workers on other cores do not write into the same cache lines
         self.infos = self._take(buffer, (n, MAX_INFO_KEYS), np.int64)
+        self.where = self._take(buffer, (workers,), np.uint8)  # IN_MEMORY or ON_PIPE, per worker
 
     def _take(self, buffer: Any, shape: tuple[int, ...], dtype: type) -> np.ndarray:
         offset = -(-self.size // 64) * 64  # each array on its own cache lines
@@ -114,10 +119,12 @@ def read_infos(rows: np.ndarray, schema: Schema) -> dict[str, np.ndarray]:
 
 
 class DriverWorker:
-    """A worker's side (run by :func:`~retro_atari_kit.processes.serve`): the driver of one block."""
+    """A worker's side (run by :func:`~retro_atari_kit.processes.serve`): the driver of block ``index``.
+    Until the shared memory is attached, commands arrive over the pipe only; then steps arrive by the
+    wake-up and everything else over the pipe."""
 
-    def __init__(self, block: Block):
-        self.lo, self.hi = block.lo, block.hi
+    def __init__(self, index: int, block: Block, wakeup: ChildWakeup):
+        self.index, self.lo, self.hi, self.wakeup = index, block.lo, block.hi, wakeup
         self.driver = block.driver()  # construction errors (bad kwargs, missing ROM) reach the caller as such
         self.schema: Schema = ()  # what the main process knows of this block's infos
         self.shm: SharedMemory | None = None
@@ -126,31 +133,44 @@ class DriverWorker:
     def hello(self) -> tuple:
         return self.driver.frame_space, self.driver.action_space, self.driver.metadata
 
-    def step(self) -> tuple | None:
-        """One step: results into shared memory; the answer holds what does not fit there (None: nothing)."""
+    def next_command(self, conn: Connection) -> tuple:
+        if self.shared is None:
+            return conn.recv()
+        while True:
+            message = self.wakeup.wait(conn)
+            if message is not None:
+                return message
+            self.step(conn)
+
+    def step(self, conn: Connection) -> None:
+        """One step for a wake-up: results into shared memory, what does not fit there on the pipe, then
+        ``wakeup.finished()``."""
         shared, lo, hi = self.shared, self.lo, self.hi
-        rewards, terms, truncs, infos = self.driver.step(shared.actions[lo:hi], shared.reset_mask[lo:hi])
-        shared.rewards[lo:hi] = rewards
-        shared.flags[lo:hi, 0] = terms
-        shared.flags[lo:hi, 1] = truncs
-        schema, extra = schema_of(infos.common), infos.extra
-        if schema is None:  # every env's whole info in the answer
-            extra = {i: infos.env(i) for i in range(hi - lo)}
-        else:
-            rows = shared.infos[lo:hi]
-            for j, values in enumerate(infos.common.values()):
-                rows[:, j] = values.view(np.int64) if values.dtype.kind == "f" else values
-        if not extra and schema == self.schema:
-            return None
-        answer = schema, {lo + i: info for i, info in extra.items()}
-        ForkingPickler.dumps(answer)  # one that does not pickle raises here, before the schema counts as sent
-        self.schema = schema
-        return answer
+        where = IN_MEMORY
+        try:
+            rewards, terms, truncs, infos = self.driver.step(shared.actions[lo:hi], shared.reset_mask[lo:hi])
+            shared.rewards[lo:hi] = rewards
+            shared.flags[lo:hi, 0] = terms
+            shared.flags[lo:hi, 1] = truncs
+            schema, extra = schema_of(infos.common), infos.extra
+            if schema is None:  # every env's whole info over the pipe
+                extra = {i: infos.env(i) for i in range(hi - lo)}
+            else:
+                rows = shared.infos[lo:hi]
+                for j, values in enumerate(infos.common.values()):
+                    rows[:, j] = values.view(np.int64) if values.dtype.kind == "f" else values
+            if extra or schema != self.schema:
+                reply(conn, (schema, {lo + i: info for i, info in extra.items()}))  # may not pickle: raises
+                self.schema = schema
+                where = ON_PIPE
+        except Exception as exc:
+            reply_error(conn, exc)
+            where = ON_PIPE
+        shared.where[self.index] = where
+        self.wakeup.finished()
 
     def handle(self, command: str, data: Any) -> Any:
         driver = self.driver
-        if command == "step":
-            return self.step()
         if command == "reset":
             indices, seeds, options = data
             return driver.reset([i - self.lo for i in indices], seeds, options)
@@ -201,11 +221,12 @@ class WorkerDriver:
         self._shm: SharedMemory | None = None
         self._shared: Shared | None = None
         self.workers: list[ChildProcess] = []
+        self._wakeups = Wakeups(len(blocks), start_method)
         try:
             for w, block in enumerate(blocks):
                 child = ChildProcess(
                     serve,
-                    (DriverWorker, block),
+                    (DriverWorker, w, block, self._wakeups.child(w)),
                     who=block.who,
                     name=f"{name}-{w}",
                     context=start_method,
@@ -214,12 +235,12 @@ class WorkerDriver:
                 )
                 self.workers.append(child)
             self.frame_space, self.action_space, self.metadata = receive_all(self.workers, timeout)[0]
-            layout = (n, self.frame_space.shape)
+            layout = (n, len(blocks), self.frame_space.shape)
             size = Shared(None, *layout).size
             check_shared_memory(f"{n} envs' frames", size)  # a full /dev/shm is SIGBUS, not an error
             self._shm = SharedMemory(create=True, size=size)
             self._shared = Shared(self._shm.buf, *layout)
-            for worker in self.workers:
+            for worker in self.workers:  # they read their pipe until this is done
                 worker.send("shm", (self._shm.name, layout))
             receive_all(self.workers, timeout)
             self.frames = self._shared.frames
@@ -244,17 +265,27 @@ class WorkerDriver:
 
     def step(self, actions: np.ndarray, reset_mask: np.ndarray) -> tuple:
         self._check()
-        shared = self._shared
-        shared.actions[:] = actions
-        shared.reset_mask[:] = reset_mask
-        # an env's exception is raised once every answer is read; a schema learnt meanwhile still counts
-        answers, first = self._request_each([(w, "step", None) for w in range(len(self.workers))], each=True)
+        shared, workers = self._shared, self.workers
         extra: dict[int, dict] = {}
-        for w, answer in enumerate(answers):
-            if answer is not None:
-                self._schemas[w], block_extra = answer
-                extra.update(block_extra)
-        if any(answer is not None for answer in answers):  # a schema learnt is the worker's from now on
+        first: Exception | None = None  # an env's error, raised once every answer is read
+        try:
+            shared.actions[:] = actions
+            shared.reset_mask[:] = reset_mask
+            self._wakeups.start(range(len(workers)))
+            self._wakeups.wait(workers)
+            on_pipe = np.flatnonzero(shared.where).tolist() if shared.where.any() else ()  # ON_PIPE is 1
+            for w in on_pipe:
+                try:
+                    self._schemas[w], block_extra = workers[w].receive()
+                    extra.update(block_extra)
+                except ChildDiedError:
+                    raise
+                except Exception as exc:
+                    first = first or exc
+        except ChildDiedError as exc:
+            self._died(exc)
+            raise
+        if on_pipe:  # a schema learnt is the worker's from now on, whatever this step raises
             schema = self._schemas[0]
             self._common = schema if all(s == schema for s in self._schemas) else None
         if first is not None:
@@ -294,40 +325,46 @@ class WorkerDriver:
             raise RuntimeError(f"the {self.backend} vector env is closed")
 
     def _send_each(self, messages: list[tuple[int, str, Any]]) -> list[ChildProcess]:
-        """Send ``(worker, command, data)`` messages; the workers sent to, in order. A message whose data
-        cannot be sent (it does not pickle: nothing reaches the pipe) raises, after the answers of the
-        messages already sent have been read, so no answer waits in a pipe for a later call to take as its
-        own."""
+        """Send ``(worker, command, data)`` messages, each with its wake-up; the workers sent to, in order. A
+        message whose data cannot be sent (it does not pickle: nothing reaches the pipe, no wake-up) raises,
+        after the answers of the messages already sent have been read, so no answer waits in a pipe for
+        a later call to take as its own."""
         sent: list[ChildProcess] = []
         try:
             for w, command, data in messages:
-                self.workers[w].send(command, data)
+                self.workers[w].send(command, data, wake=lambda w=w: self._wakeups.wake(w))
                 sent.append(self.workers[w])
         except ChildDiedError:
             raise
         except Exception:
-            receive_each(sent)  # their errors are not this call's; the send's error is
+            try:
+                receive_all(sent)
+            except ChildDiedError:
+                raise
+            except Exception:  # noqa: BLE001 - their errors are not this call's; the send's error is
+                pass
             raise
         return sent
 
-    def _request_each(self, messages: list[tuple[int, str, Any]], each: bool = False) -> Any:
-        """:meth:`_send_each`, then every answer in order (``each``: and the first exception answered, as
-        :func:`~retro_atari_kit.processes.receive_each`); a dead worker breaks the pool."""
+    def _request_each(self, messages: list[tuple[int, str, Any]]) -> list[Any]:
+        """:meth:`_send_each`, then every answer in order; a dead worker breaks the pool."""
         self._check()
         try:
-            sent = self._send_each(messages)
-            return receive_each(sent) if each else receive_all(sent)
+            return receive_all(self._send_each(messages))
         except ChildDiedError as exc:
             self._died(exc)
             raise
 
     def close(self) -> None:
         """Ask workers to exit, terminate/kill any that do not within a second, join all; unlink the shared
-        memory. Idempotent."""
+        memory and the semaphores. Idempotent."""
         if self.closed:
             return
         self.closed = True
+        for w in range(len(self.workers)):
+            self._wakeups.wake(w)  # to read the close stop_all writes (a worker may be on its semaphore)
         stop_all(self.workers)  # bounded even here: close() must never hang
+        self._wakeups.close()
         if self._shm is not None:
             self.frames = self._shared = None  # release the views of the segment before closing it
             try:

@@ -118,6 +118,25 @@ def test_close_reaps_workers_and_later_calls_say_closed():
         venv.step(np.zeros(2, dtype=np.int64))
 
 
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+def test_each_worker_and_its_emulators_run_under_sched_batch_and_this_process_does_not():
+    """A woken worker must not preempt the main process before it has woken the others: its thread is under
+    SCHED_BATCH from before its emulators start, so their C++ threads are too; this process is untouched."""
+
+    def batched(pid: int) -> int:
+        tids = os.listdir(f"/proc/{pid}/task")
+        return sum(os.sched_getscheduler(int(tid)) == os.SCHED_BATCH for tid in tids)
+
+    venv = make_vector_env("Pong", 4, backend="native", shards=2)
+    try:
+        venv.reset(seed=0)
+        for pid in venv.worker_pids:
+            assert batched(pid) >= 3  # the worker's thread and its block's two emulator threads
+        assert batched(os.getpid()) == 0
+    finally:
+        venv.close()
+
+
 def test_per_env_attributes_say_what_to_use_instead():
     venv = make_vector_env("Pong", 3, backend="native", shards=3)
     try:

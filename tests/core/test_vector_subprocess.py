@@ -298,18 +298,22 @@ def test_every_kind_of_step_equals_the_in_process_backend(mode):
 
 
 @pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
-def test_close_unlinks_the_shared_memory(start_method):
+def test_close_unlinks_the_shared_memory_and_the_semaphores(start_method):
     venv = make_vector_env("Pong", num_envs=2, backend="subprocess", start_method=start_method)
-    name = f"/dev/shm/{venv.driver._shm.name.lstrip('/')}"
-    assert os.path.exists(name)
+    driver = venv.driver
+    names = [f"/dev/shm/{driver._shm.name.lstrip('/')}"]
+    names += [
+        f"/dev/shm/sem.{semaphore._semlock.name.lstrip('/')}" for semaphore in driver._wakeups._semaphores
+    ]
+    assert all(os.path.exists(name) for name in names)
     venv.reset(seed=0)
     venv.step(np.zeros(2, dtype=np.int64))
     venv.close()
-    assert not os.path.exists(name)
+    assert not [name for name in names if os.path.exists(name)]
 
 
 def test_a_vector_env_never_closed_ends_with_the_interpreter(tmp_path):
-    """The stop sent at interpreter exit reaches the workers: none outlives the script."""
+    """Workers wait on their semaphore, not their pipe: the stop sent at interpreter exit reaches them."""
     script = tmp_path / "unclosed.py"
     script.write_text(
         textwrap.dedent("""
