@@ -33,7 +33,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 def test_list_presets():
     names = list_presets()
-    assert names["ppo"] == ["default", "bf16", "gpu", "sticky"]
+    assert names["ppo"] == ["default", "bf16", "gpu", "sticky", "breakout-sticky"]
     assert names["a2c"] == ["default", "gpu"]
     assert names["dqn"] == ["default", "gpu", "pong-dqn", "pong-dqn-fast"] and "qrdqn" in names
 
@@ -198,6 +198,25 @@ def test_presets_feed_the_training_cli_resolution():
     assert sticky["n_envs"] == 16 and algo_kwargs(sticky)["learning_rate"](0.75) == pytest.approx(2.5e-4)
     mine = resolve_config(TrainSpec(algo="ppo", env_id="RetroKit/Pong-v0", preset="sticky", n_envs=4))
     assert mine["n_envs"] == 4
+
+
+def test_breakout_sticky_preset_is_the_committed_runs_recipe():
+    """``breakout-sticky`` resolves to exactly the hyperparameters of the committed run that met the Breakout
+    goal under Machado's protocol (docs/results.md), which was trained with ``--set`` on ``default``."""
+    from retro_atari_kit.integrations.sb3.training import algo_kwargs, resolve_config
+
+    from retro_atari_kit.runs import TrainSpec
+
+    run = os.path.join(os.path.dirname(__file__), "..", "..", "..", "results", "breakout-ppo-sticky-lr5e-4-0")
+    with open(os.path.join(run, "config.yaml")) as f:
+        committed = yaml.safe_load(f)
+    spec = TrainSpec(algo="ppo", env_id="RetroKit/Breakout-v0", preset="breakout-sticky")
+    preset = resolve_config(spec)
+    assert preset["hyperparams"] == committed["hyperparams"]
+    # constant: the same at the start and the end of any --timesteps
+    assert (algo_kwargs(preset)["learning_rate"], algo_kwargs(preset)["clip_range"]) == (5e-4, 0.1)
+    # the zoo's shape, so one env per CPU unless --n-envs: the run's 8 are given on its command line
+    assert preset["preset_n_envs"] == committed["n_envs"] == 8 and preset["n_envs"] == (os.cpu_count() or 1)
 
 
 def test_one_table_maps_the_presets_class_names_to_sb3_classes():
