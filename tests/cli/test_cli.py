@@ -372,6 +372,12 @@ def test_dqn_resume_restores_replay_buffer(tmp_path, capsys):
     model = DQN.load(os.path.join(run, "model.zip"))
     assert 300 <= model.num_timesteps < 300 + 8  # whole train_freq rounds of 4 steps x 2 envs
 
+    # a copy without its buffer (runs-in-progress/ commits none) resumes and says the buffer refills
+    os.remove(os.path.join(run, "checkpoints", "replay_buffer.npz"))
+    assert main(["train", "--resume", run, "--timesteps", "400"]) == 0
+    out = capsys.readouterr().out
+    assert "no replay buffer at" in out and "refills from empty" in out and "resuming from" in out
+
 
 def test_memory_estimate_refuses_oversized_replay_buffer(tmp_path, capsys):
     run = tmp_path / "big"

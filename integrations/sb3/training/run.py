@@ -127,6 +127,8 @@ def _build_model(
         out(f"replay buffer restored from {replay}")
     elif algo in OFF_POLICY and os.path.exists(replay.removesuffix(".npz") + ".pkl"):
         out(f"note: {replay.removesuffix('.npz')}.pkl not read (a pickle can run code); the buffer refills")
+    elif algo in OFF_POLICY:  # e.g. a run copied without its buffer: the weights go on, the past is lost
+        out(f"note: no replay buffer at {replay}; the buffer refills from empty")
     return model
 
 
