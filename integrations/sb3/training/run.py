@@ -121,13 +121,16 @@ def _build_model(
         cls=cls,
         overrides={**load_hyperparams(config), **(extra or {})},
     )
+    if algo not in OFF_POLICY:
+        return model
     replay = os.path.join(run_dir, CHECKPOINT_DIR, REPLAY_FILE)
-    if algo in OFF_POLICY and os.path.exists(replay):
+    old_pickle = replay.removesuffix(".npz") + ".pkl"
+    if os.path.exists(replay):
         load_replay(model.replay_buffer, replay)
         out(f"replay buffer restored from {replay}")
-    elif algo in OFF_POLICY and os.path.exists(replay.removesuffix(".npz") + ".pkl"):
-        out(f"note: {replay.removesuffix('.npz')}.pkl not read (a pickle can run code); the buffer refills")
-    elif algo in OFF_POLICY:  # e.g. a run copied without its buffer: the weights go on, the past is lost
+    elif os.path.exists(old_pickle):
+        out(f"note: {old_pickle} not read (a pickle can run code); the buffer refills")
+    else:  # e.g. a run copied without its buffer: the weights go on, the past is lost
         out(f"note: no replay buffer at {replay}; the buffer refills from empty")
     return model
 
