@@ -35,7 +35,8 @@ def test_list_presets():
     names = list_presets()
     assert names["ppo"] == ["default", "bf16", "gpu", "sticky", "breakout-sticky"]
     assert names["a2c"] == ["default", "gpu"]
-    assert names["dqn"] == ["default", "gpu", "pong-dqn", "pong-dqn-fast"] and "qrdqn" in names
+    assert names["dqn"] == ["default", "gpu", "pong-dqn", "pong-dqn-fast", "pong-dqn-sticky"]
+    assert "qrdqn" in names
 
 
 def test_presets_are_plain_printable_data_and_fresh_copies():
@@ -200,6 +201,12 @@ def test_presets_feed_the_training_cli_resolution():
     assert mine["n_envs"] == 4
 
 
+def committed_config(run: str) -> dict:
+    """The config.yaml of a committed run under ``results/``."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "results", run, "config.yaml")) as f:
+        return yaml.safe_load(f)
+
+
 def test_breakout_sticky_preset_is_the_committed_runs_recipe():
     """``breakout-sticky`` resolves to exactly the hyperparameters of the committed run that met the Breakout
     goal under Machado's protocol (docs/results.md), which was trained with ``--set`` on ``default``."""
@@ -207,9 +214,7 @@ def test_breakout_sticky_preset_is_the_committed_runs_recipe():
 
     from retro_atari_kit.runs import TrainSpec
 
-    run = os.path.join(os.path.dirname(__file__), "..", "..", "..", "results", "breakout-ppo-sticky-lr5e-4-0")
-    with open(os.path.join(run, "config.yaml")) as f:
-        committed = yaml.safe_load(f)
+    committed = committed_config("breakout-ppo-sticky-lr5e-4-0")
     spec = TrainSpec(algo="ppo", env_id="RetroKit/Breakout-v0", preset="breakout-sticky")
     preset = resolve_config(spec)
     assert preset["hyperparams"] == committed["hyperparams"]
@@ -217,6 +222,28 @@ def test_breakout_sticky_preset_is_the_committed_runs_recipe():
     assert (algo_kwargs(preset)["learning_rate"], algo_kwargs(preset)["clip_range"]) == (5e-4, 0.1)
     # the zoo's shape, so one env per CPU unless --n-envs: the run's 8 are given on its command line
     assert preset["preset_n_envs"] == committed["n_envs"] == 8 and preset["n_envs"] == (os.cpu_count() or 1)
+
+
+def test_pong_dqn_sticky_preset_is_the_committed_runs_recipe():
+    """``pong-dqn-sticky`` resolves to exactly the hyperparameters and budget of the committed sticky DQN
+    run (docs/results.md), trained with ``--set`` on ``pong-dqn``; its learning rate holds, then falls."""
+    from retro_atari_kit.integrations.sb3.training import resolve_config
+
+    from retro_atari_kit.runs import TrainSpec
+
+    committed = committed_config("pong-dqn-sticky-1m-0")
+    preset = resolve_config(TrainSpec(algo="dqn", env_id="RetroKit/Pong-v0", preset="pong-dqn-sticky"))
+    assert preset["hyperparams"] == committed["hyperparams"]
+    assert preset["timesteps"] == committed["timesteps"] == 1_000_000 and preset["n_envs"] == 1
+    venv = DummyVecEnv([lambda: gym.make("RetroKit/Pong-v0")])
+    try:
+        hp = apply_overrides(get_preset("dqn", "pong-dqn-sticky"), {"buffer_size": 1000})
+        model = DQN(env=venv, device="cpu", **to_sb3_kwargs(hp, network="nature"))
+        assert model.lr_schedule(1.0) == model.lr_schedule(0.5) == pytest.approx(1e-4)
+        assert model.lr_schedule(0.25) == pytest.approx(0.5e-4)
+        assert isinstance(model.replay_buffer, CompactReplayBuffer)
+    finally:
+        venv.close()
 
 
 def test_one_table_maps_the_presets_class_names_to_sb3_classes():
