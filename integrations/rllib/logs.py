@@ -21,7 +21,7 @@ from typing import Any
 from retro_atari_kit.integrations.rllib.callbacks import GAMES, TRUE_SCORE
 
 from retro_atari_kit.csv_cells import csv_row
-from retro_atari_kit.runs import MonitorCSV, monitor_dir, progress_path
+from retro_atari_kit.runs import MonitorCSV, monitor_dir, progress_path, recent_games
 
 # (progress.csv column, path in RLlib's result dict). SB3's names where the meaning is the same:
 # rollout/ep_rew_mean is the TRUE score (all lives, unclipped), as the kit's SB3 runs log it.
@@ -127,8 +127,10 @@ class RunLogger:
         self._csv.flush()
         self._log = open(os.path.join(run_dir, "log.txt"), "a", encoding="utf-8")  # noqa: SIM115
         self._tb = SummaryWriter(log_dir=run_dir)
-        self.games = 0
-        self.recent: deque[tuple[float, int]] = deque(maxlen=100)
+        # a resumed segment goes on from the run's games so far: its first rows average the last 100 games
+        # of the run, not its own few, and the count of games keeps counting
+        self.games, recent = recent_games(run_dir) if segment else (0, [])
+        self.recent: deque[tuple[float, int]] = deque(((r, int(n)) for r, n, _ in recent), maxlen=100)
         self._t0 = time.time()
         self._last = (self._t0, start_steps)
 

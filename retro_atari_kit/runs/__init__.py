@@ -49,6 +49,7 @@ from retro_atari_kit.runs.monitor import (
     monitor_files,
     monitor_header,
     read_monitor_csvs,
+    recent_games,
 )
 from retro_atari_kit.runs.progress import merge_progress, progress_path, set_aside_orphaned_logs
 from retro_atari_kit.runs.session import begin_segment, training_session
@@ -98,6 +99,7 @@ __all__ = [
     "progress_path",
     "publish_final_model",
     "read_monitor_csvs",
+    "recent_games",
     "resume_segment",
     "set_total_timesteps",
     "set_aside_orphaned_logs",

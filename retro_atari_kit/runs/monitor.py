@@ -287,3 +287,19 @@ def agent_steps(games: dict[str, np.ndarray]) -> np.ndarray:
     """The step count at each game's end that a curve is drawn against: the run's own (``run_steps``) where
     :func:`read_monitor_csvs` knows it, else the finished games' (``steps``)."""
     return games.get("run_steps", games["steps"])
+
+
+def recent_games(run_dir: str, window: int = 100) -> tuple[int, list[tuple[float, float, float]]]:
+    """What a resumed segment's logs carry on from: the number of games the run has finished so far and
+    the last ``window`` of them as ``(r, l, t)``, read from its monitor CSVs (no CSV: ``(0, [])``).
+
+    Without it the first rows after a resume would average only the new segment's few games, so the
+    curve of ``rollout/ep_rew_mean`` and the progress bar's score would jump at every resume.
+    """
+    try:
+        games = read_monitor_csvs(run_dir)
+    except RunError:
+        return 0, []
+    n = len(games["r"])
+    columns = (games[k][max(0, n - window) :].tolist() for k in ("r", "l", "t"))
+    return n, list(zip(*columns, strict=True))

@@ -292,13 +292,16 @@ def test_sigint_saves_checkpoint_and_resume_continues(tmp_path):
     assert cfg["timesteps"] == steps + 128 and cfg["hyperparams"]["n_steps"] == 32
 
 
-def test_the_run_steps_at_each_game_end_are_the_learners_count_across_a_resume(tmp_path):
+def test_the_run_steps_at_each_game_end_are_the_learners_count_across_a_resume(tmp_path, capsys):
     # games cut at 20 steps of the stack, 2 of them the fire reset's: each env's games end every 18 of the
     # learner's steps per env; the resume starts from the 128-step checkpoint (games in flight there are lost)
     run = str(tmp_path / "r")
     short = ["--env-kwarg", "max_episode_steps=20"]
     assert main(["train", "ppo", ENV, "--timesteps", "128", "--run-dir", run, *TINY, *short]) == 0
+    capsys.readouterr()
     assert main(["train", "--resume", run, "--timesteps", "256"]) == 0
+    # the score window goes on across the resume: the 6 games before it and the 6 after
+    assert "over the last 12 games" in capsys.readouterr().out
     start = json.load(open(os.path.join(run, "monitor", "resume-1", "start.json")))
     assert start == {"num_timesteps": 128}
     games = read_monitor_csvs(run)

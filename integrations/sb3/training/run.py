@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +38,7 @@ from retro_atari_kit.runs import (
     merge_progress,
     monitor_dir,
     progress_path,
+    recent_games,
     training_session,
 )
 from retro_atari_kit.runs.startup import finished_lines, segment_seed, stopped_lines
@@ -92,6 +94,15 @@ def precision_of(model: Any) -> str:
     )
 
 
+def _carry_on_recent_games(model: Any, run_dir: str) -> None:
+    """The last games before the resume, from the monitor CSVs, as the window of ``ep_rew_mean`` and the
+    progress bar's score (SB3 saves no such window; ``learn`` keeps one that is already there)."""
+    window = model._stats_window_size
+    _, games = recent_games(run_dir, window)
+    model.ep_info_buffer = deque(({"r": r, "l": int(n), "t": t} for r, n, t in games), maxlen=window)
+    model.ep_success_buffer = deque(maxlen=window)
+
+
 def _build_model(
     config: dict[str, Any],
     run_dir: str,
@@ -121,6 +132,7 @@ def _build_model(
         cls=cls,
         overrides={**load_hyperparams(config), **(extra or {})},
     )
+    _carry_on_recent_games(model, run_dir)
     if algo not in OFF_POLICY:
         return model
     replay = os.path.join(run_dir, CHECKPOINT_DIR, REPLAY_FILE)

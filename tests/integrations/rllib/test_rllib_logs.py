@@ -53,6 +53,21 @@ def test_run_logger_writes_a_single_game(tmp_path):
     assert [(float(r["r"]), int(r["l"])) for r in rows] == [(-19.0, 900)]
 
 
+def test_a_resumed_segment_goes_on_from_the_runs_last_games(tmp_path):
+    first = RunLogger(str(tmp_path), "RetroKit/Pong-v0", num_envs=8, segment=0, start_steps=0)
+    try:
+        first.log(iteration_result([[(0, -21.0, 800), (1, -19.0, 900)]]), steps=1024)
+    finally:
+        first.close()
+    resumed = RunLogger(str(tmp_path), "RetroKit/Pong-v0", num_envs=8, segment=1, start_steps=1024)
+    try:
+        row = resumed.log(iteration_result([[(2, -14.0, 1300)]]), steps=2048)
+    finally:
+        resumed.close()
+    assert row["rollout/ep_rew_mean"] == -18.0 and row["rollout/ep_len_mean"] == 1000.0
+    assert row["rollout/games"] == 3
+
+
 def test_the_step_count_never_goes_back():
     from retro_atari_kit.integrations.rllib.training import run_steps
 
