@@ -40,12 +40,17 @@ def test_finished_games_are_a_list_of_games(games_per_runner):
     assert sorted(finished_games(iteration_result(games_per_runner))) == expected
 
 
-def test_run_logger_writes_a_single_game(tmp_path):
-    logger = RunLogger(str(tmp_path), "RetroKit/Pong-v0", num_envs=8, segment=0, start_steps=0)
+def log_once(run_dir: str, segment: int, games: list[tuple[int, float, int]], steps: int) -> dict:
+    """The progress row of one iteration that finished ``games``, logged by a segment's own RunLogger."""
+    logger = RunLogger(run_dir, "RetroKit/Pong-v0", num_envs=8, segment=segment, start_steps=steps - 1024)
     try:
-        row = logger.log(iteration_result([[(3, -19.0, 900)]]), steps=1024)
+        return logger.log(iteration_result([games]), steps=steps)
     finally:
         logger.close()
+
+
+def test_run_logger_writes_a_single_game(tmp_path):
+    row = log_once(str(tmp_path), 0, [(3, -19.0, 900)], steps=1024)
     assert row["rollout/ep_rew_mean"] == -19.0 and row["rollout/games"] == 1
     (monitor,) = glob.glob(os.path.join(str(tmp_path), "monitor", "**", "3.monitor.csv"), recursive=True)
     with open(monitor, encoding="utf-8") as handle:
@@ -54,16 +59,8 @@ def test_run_logger_writes_a_single_game(tmp_path):
 
 
 def test_a_resumed_segment_goes_on_from_the_runs_last_games(tmp_path):
-    first = RunLogger(str(tmp_path), "RetroKit/Pong-v0", num_envs=8, segment=0, start_steps=0)
-    try:
-        first.log(iteration_result([[(0, -21.0, 800), (1, -19.0, 900)]]), steps=1024)
-    finally:
-        first.close()
-    resumed = RunLogger(str(tmp_path), "RetroKit/Pong-v0", num_envs=8, segment=1, start_steps=1024)
-    try:
-        row = resumed.log(iteration_result([[(2, -14.0, 1300)]]), steps=2048)
-    finally:
-        resumed.close()
+    log_once(str(tmp_path), 0, [(0, -21.0, 800), (1, -19.0, 900)], steps=1024)
+    row = log_once(str(tmp_path), 1, [(2, -14.0, 1300)], steps=2048)
     assert row["rollout/ep_rew_mean"] == -18.0 and row["rollout/ep_len_mean"] == 1000.0
     assert row["rollout/games"] == 3
 
