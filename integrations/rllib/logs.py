@@ -23,6 +23,8 @@ from retro_atari_kit.integrations.rllib.callbacks import GAMES, TRUE_SCORE
 from retro_atari_kit.csv_cells import csv_row
 from retro_atari_kit.runs import MonitorCSV, monitor_dir, progress_path, recent_games
 
+WINDOW = 100  # games averaged by rollout/ep_rew_mean and ep_len_mean, as SB3's default stats window
+
 # (progress.csv column, path in RLlib's result dict). SB3's names where the meaning is the same:
 # rollout/ep_rew_mean is the TRUE score (all lives, unclipped), as the kit's SB3 runs log it.
 COLUMNS: list[tuple[str, tuple[str, ...]]] = [
@@ -129,8 +131,8 @@ class RunLogger:
         self._tb = SummaryWriter(log_dir=run_dir)
         # a resumed segment goes on from the run's games so far: its first rows average the last 100 games
         # of the run, not its own few, and the count of games keeps counting
-        self.games, recent = recent_games(run_dir) if segment else (0, [])
-        self.recent: deque[tuple[float, int]] = deque(((r, int(n)) for r, n, _ in recent), maxlen=100)
+        self.games, recent = recent_games(run_dir, WINDOW) if segment else (0, [])
+        self.recent: deque[tuple[float, int]] = deque(((r, int(n)) for r, n, _ in recent), maxlen=WINDOW)
         self._t0 = time.time()
         self._last = (self._t0, start_steps)
 
