@@ -12,11 +12,13 @@
 #   python benchmarks/gpu_suite.py --only profile --out "$OUT/profile.md"  # a second call: where the time goes
 #
 # Writes under $OUT (default .gpu/out), a few files of at most 16 MiB: table.md (the learner's table),
-# pong.md (time to 18), pong.log (the run's console) and pong-run.zip (the run dir without checkpoints:
-# model.zip, config.yaml, progress.csv, monitor CSVs, log.txt). Parts run under `timeout`; SIGTERM stops the
-# training run with a final checkpoint, as Ctrl-C does. PROTOCOL=machado trains under Machado et al.'s protocol
-# (sticky actions 0.25, docs/evaluation.md) with the constant learning rate and clip range that the sticky
-# runs on 2 cores used (docs/results.md), for 2M steps; pong-run.zip is then the run to commit or resume.
+# pong.md (time to 18), pong.log (the run's console), pong-run.zip (the run dir but its checkpoints:
+# model.zip, config.yaml, progress.csv, monitor CSVs, log.txt) and pong-checkpoint-*.zip (its newest
+# checkpoint). Parts run under `timeout`; SIGTERM stops the training run with a final checkpoint, as Ctrl-C
+# does. PROTOCOL=machado trains under Machado et al.'s protocol (sticky actions 0.25, docs/evaluation.md) with
+# the recipe of the best sticky agent on 2 cores (below), for 2M steps; pong-run.zip is then the run to commit
+# (`retrokit export`), or with the checkpoint unzipped into checkpoints/, to resume. TRAIN_EXTRA adds flags
+# (`--seed 1`).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-.gpu/out}
@@ -26,7 +28,12 @@ PONG_S=${PONG_S:-300}
 PROTOCOL=${PROTOCOL:-training}
 case "$PROTOCOL" in
     training) STEPS=1e6; PROTOCOL_ARGS=() ;;
-    machado) STEPS=2e6; PROTOCOL_ARGS=(--protocol machado --set learning_rate=2.5e-4 --set clip_range=0.1) ;;
+    # the recipe of the best sticky agent on 2 cores (pong-ppo-sticky-sf035-ent001-0, docs/results.md) at
+    # 32 envs: 128-step rollouts in minibatches of 512 (its gradient steps per sample), rate and clip held
+    # for the first 35% of the steps, entropy coefficient 0.001
+    machado) STEPS=2e6; PROTOCOL_ARGS=(--protocol machado --set n_steps=128 --set batch_size=512
+        --set 'learning_rate={schedule: linear, initial: 2.5e-4, start_fraction: 0.35}'
+        --set 'clip_range={schedule: linear, initial: 0.1, start_fraction: 0.35}' --set ent_coef=0.001) ;;
     *) echo "PROTOCOL must be training or machado, got $PROTOCOL" >&2; exit 2 ;;
 esac
 RUN=${RUN:-${TMPDIR:-/tmp}/pong-gpu-$PROTOCOL}
@@ -38,7 +45,9 @@ else
     TABLE_ARGS=(--only ppo-fast --budget 150)
     TRAIN_ARGS=(--timesteps "$STEPS" --checkpoint-every 200000 --device cuda)
 fi
-TRAIN_ARGS+=("${PROTOCOL_ARGS[@]}")
+read -ra EXTRA_ARGS <<< "${TRAIN_EXTRA:-}"  # e.g. TRAIN_EXTRA="--seed 1 --set fast_learner.compile=false"
+# later --set wins: the smoke's tiny sizes over the recipe's
+TRAIN_ARGS=("${PROTOCOL_ARGS[@]}" "${TRAIN_ARGS[@]}" "${EXTRA_ARGS[@]}")
 
 if [ "$TABLE" = 1 ]; then
     timeout "$TABLE_S" python benchmarks/gpu_suite.py "${TABLE_ARGS[@]}" --out "$OUT/table.md" \
@@ -56,8 +65,11 @@ import os, sys, zipfile
 run, dest = sys.argv[1:]
 with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
     for root, dirs, files in os.walk(run):
-        dirs[:] = [d for d in dirs if d != "checkpoints"]  # the final model.zip is enough
+        dirs[:] = [d for d in dirs if d != "checkpoints"]  # the newest comes back beside it
         for name in files:
             zf.write(os.path.join(root, name), os.path.relpath(os.path.join(root, name), run))
 PY
+# a run stopped before its last step resumes from its newest checkpoint (--resume after unzipping)
+NEWEST=$(ls -t "$RUN"/checkpoints/*.zip 2>/dev/null | head -n 1)
+[ -n "$NEWEST" ] && cp "$NEWEST" "$OUT/pong-checkpoint-$(basename "$NEWEST")"
 ls -la "$OUT"
