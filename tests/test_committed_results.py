@@ -64,7 +64,7 @@ COMMITTED = {
     # (results.md)
     "pong-ppo-sticky-sf035-ent001-b256-kl015-1": Committed("RetroKit/Pong-v0", 2_000_912, "model.zip", 8.0),
     # seed 0's recipe at 32 envs on the gpu preset (FastPPO, compiled, CUDA graphs; an H200), 2M steps:
-    # 100-game means pending under the Machado protocol (results.md)
+    # 100-game means 16.69 sampled, 17.78 arg-max (min 11) under the Machado protocol (results.md)
     "pong-ppo-gpu-sticky-0": Committed("RetroKit/Pong-v0", 2_002_944, "model.zip", 8.0),
     # 1M steps of DQN pong-dqn trained under --protocol machado, replayed under it: 100-game means 13.43
     # epsilon-greedy, 14.04 arg-max (min -8; the first two arg-max games 20 and 18; results.md)
