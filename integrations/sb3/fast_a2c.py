@@ -39,15 +39,17 @@ class FastA2C(DeviceRollouts, A2C):
         actions: torch.Tensor,
         advantages: torch.Tensor,
         returns: torch.Tensor,
+        ent_coef: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """SB3's A2C loss of the rollout, and ``[entropy, policy, value]`` losses as one tensor."""
+        """SB3's A2C loss of the rollout, and ``[entropy, policy, value]`` losses as one tensor (``ent_coef``
+        a tensor, so that the compiled update follows its schedule)."""
         values, log_prob, entropy = self._evaluate(observations, actions)
         if self.normalize_advantage:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         policy_loss = -(advantages * log_prob).mean()
         value_loss = F.mse_loss(returns, values)
         entropy_loss = -torch.mean(-log_prob) if entropy is None else -torch.mean(entropy)
-        loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+        loss = policy_loss + ent_coef * entropy_loss + self.vf_coef * value_loss
         return loss, torch.stack([entropy_loss, policy_loss, value_loss]).detach()
 
     def train(self) -> None:
@@ -56,9 +58,10 @@ class FastA2C(DeviceRollouts, A2C):
         update = self._learner_steps()[1]
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
+        ent_coef = torch.tensor(self._ent_coef_now(), device=self.device)
         # the whole rollout as one batch (SB3 draws one permutation for it, so numpy's RNG moves the same)
         for batch in self.rollout_buffer.get(batch_size=None):
-            statistics = update(batch.observations, batch.actions, batch.advantages, batch.returns)
+            statistics = update(batch.observations, batch.actions, batch.advantages, batch.returns, ent_coef)
         self._n_updates += 1
         numbers = torch.cat([self._explained_variance()[None], statistics])
         explained, entropy_v, policy_v, value_v = numbers.cpu().tolist()  # the one transfer

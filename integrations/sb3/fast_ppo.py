@@ -191,6 +191,16 @@ class DeviceRollouts:
         for optimizer in optimizers if isinstance(optimizers, list) else [optimizers]:
             set_learning_rate(optimizer, learning_rate)
 
+    def _ent_coef_now(self) -> float:
+        """``ent_coef`` for this update: the number SB3's classes take, or the value of a schedule of
+        ``progress_remaining`` (as the learning rate's; logged as ``train/ent_coef``). The loss reads it from
+        a tensor, so that a compiled or captured update follows the schedule."""
+        if not callable(self.ent_coef):
+            return float(self.ent_coef)
+        value = float(self.ent_coef(self._current_progress_remaining))
+        self.logger.record("train/ent_coef", value)
+        return value
+
     def _fast(self, rollout_buffer: RolloutBuffer) -> bool:
         return isinstance(rollout_buffer, DeviceRolloutBuffer) and not self.use_sde
 
@@ -295,15 +305,15 @@ class FastPPO(DeviceRollouts, PPO):
         old_log_prob: torch.Tensor,
         advantages: torch.Tensor,
         returns: torch.Tensor,
-        clip: torch.Tensor,
+        coefs: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """SB3's PPO loss of one minibatch, and its statistics (``PPO_STATISTICS``) as one tensor.
-        ``clip``: ``[clip_range, clip_range_vf]`` (a tensor, so that a captured update follows their
-        schedules)."""
+        ``coefs``: ``[clip_range, clip_range_vf, ent_coef]`` (a tensor, so that a captured update follows
+        their schedules)."""
         values, log_prob, entropy = self._evaluate(observations, actions)
         if self.normalize_advantage and len(advantages) > 1:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        clip_range = clip[0]
+        clip_range = coefs[0]
         log_ratio = log_prob - old_log_prob
         ratio = torch.exp(log_ratio)
         clipped = torch.clamp(ratio, 1 - clip_range, 1 + clip_range)
@@ -311,10 +321,10 @@ class FastPPO(DeviceRollouts, PPO):
         if self.clip_range_vf is None:
             values_pred = values
         else:
-            values_pred = old_values + torch.clamp(values - old_values, -clip[1], clip[1])
+            values_pred = old_values + torch.clamp(values - old_values, -coefs[1], coefs[1])
         value_loss = F.mse_loss(returns, values_pred)
         entropy_loss = -torch.mean(-log_prob) if entropy is None else -torch.mean(entropy)
-        loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+        loss = policy_loss + coefs[2] * entropy_loss + self.vf_coef * value_loss
         with torch.no_grad():
             clip_fraction = torch.mean((torch.abs(ratio - 1) > clip_range).float())
             approx_kl = torch.mean((ratio - 1) - log_ratio)
@@ -333,14 +343,14 @@ class FastPPO(DeviceRollouts, PPO):
         clip_range_vf = None
         if self.clip_range_vf is not None:
             clip_range_vf = float(self.clip_range_vf(self._current_progress_remaining))  # type: ignore[operator]
-        clip = torch.tensor([clip_range, clip_range_vf or 0.0], device=self.device)
+        coefs = torch.tensor([clip_range, clip_range_vf or 0.0, self._ent_coef_now()], device=self.device)
         statistics: list[torch.Tensor] = []  # every minibatch's, on the device until the update ends
         last_epoch = 0  # where the last epoch's minibatches start (SB3 logs the last epoch's KL)
         continue_training = True
         for _ in range(self.n_epochs):
             last_epoch = len(statistics)
             for batch in self.rollout_buffer.get(self.batch_size):
-                tensors = (*batch, clip)
+                tensors = (*batch, coefs)
                 if self.target_kl is None:
                     statistics.append(update(*tensors).clone())  # clone: a graph's output is reused
                     continue

@@ -3,7 +3,8 @@
 A value outside its range trains without an error and silently to nothing (``gamma=2`` makes the returns
 grow without bound, then inf / nan); neither SB3 nor RLlib checks it. The names cover both engines (SB3's
 ``learning_rate``, ``gae_lambda``, ...; RLlib's ``lr``, ``lambda_``, ...). Only numbers are judged here
-(and the number of a linear schedule ``lin_<x>``); a value of the wrong type is the engine's check.
+(and the numbers of a linear schedule, ``lin_<x>`` or ``{schedule: linear, initial: x, final: y}``); a value
+of the wrong type is the engine's check.
 """
 
 from __future__ import annotations
@@ -150,7 +151,22 @@ def check_ranges(overrides: dict[str, Any]) -> None:
     """:func:`check_range` on every ``--set`` value; a mapping's values by their dotted names
     (``replay_buffer_config={capacity: 0}`` is checked as ``replay_buffer_config.capacity``)."""
     for key, value in overrides.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and "schedule" in value:  # a linear schedule {initial: x, final: y}
+            _check_schedule(key, value)
+        elif isinstance(value, dict):
             check_ranges({f"{key}.{k}": v for k, v in value.items()})
         else:
             check_range(key, value)
+
+
+def _check_schedule(key: str, value: dict[str, Any]) -> None:
+    """The ends of a linear schedule: ``initial`` in the key's range, ``final`` there or at its lower bound
+    (a schedule may fall to 0, as ``lin_<x>`` does, where the key itself must be > 0)."""
+    r = RANGES.get(key)
+    if r is None:
+        return
+    low, _, high, high_in = r
+    for end, bounds in (("initial", r), ("final", (low, True, high, high_in))):
+        x = _number(value.get(end))
+        if x is not None and not _inside(x, bounds):
+            raise RunError(f"--set {key}={value}: its {end} value must be {_describe(bounds)}")

@@ -49,6 +49,16 @@ NO_CUDA = pytest.mark.skipif(_cuda(), reason="this machine has a CUDA GPU: the r
         (["--set", "clip_range=0"], ["clip_range must be > 0"]),
         (["--set", "train_freq=0"], ["train_freq must be >= 1"]),
         (["--set", "train_freq=[0, step]"], ["train_freq must be >= 1"]),
+        (["--set", "learning_rate={schedule: linear, initial: -1}"], ["its initial value must be > 0"]),
+        (
+            ["--set", "ent_coef={schedule: linear, initial: 0.01, final: -1}"],
+            ["its final value must be >= 0"],
+        ),
+        # an ent_coef schedule is the kit's fast learners' (SB3's PPO multiplies a number)
+        (
+            ["--set", "ent_coef={schedule: linear, initial: 0.01}"],
+            ["--set ent_coef: SB3's PPO and A2C take a number", "--set fast_learner=true"],
+        ),
         # the vector backend is an option of its own (RLlib failed with a TypeError)
         ([*RLLIB, "--env-kwarg", "backend=bogus"], ["--env-kwarg backend=bogus", "use --backend bogus"]),
         (["--env-kwarg", "backend=native"], ["use --backend native"]),

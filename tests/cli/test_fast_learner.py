@@ -10,6 +10,7 @@ import os
 import zipfile
 
 import pytest
+import yaml
 
 from retro_atari_kit.cli import main
 
@@ -62,3 +63,30 @@ def test_a_fast_learner_for_dqn_is_one_error_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "retrokit: error: fast_learner: dqn has none (only ppo and a2c do); remove it"
     assert not os.path.exists(run)
+
+
+@pytest.mark.timeout(300)
+def test_an_ent_coef_schedule_is_followed_recorded_and_resumed(tmp_path):
+    """0.02 held for half of --timesteps, then linear to 0: FastPPO logs the value of each update (SB3 logs
+    an update with the next rollout), config.yaml records the schedule and a resumed run follows it over
+    its new budget."""
+    run = str(tmp_path / "ent")
+    schedule = "ent_coef={schedule: linear, initial: 0.02, start_fraction: 0.5}"
+    args = ["train", "ppo", "RetroKit/Pong-v0", "--set", "fast_learner=true", "--set", schedule]
+    assert main([*args, "--run-dir", run, *TINY, "--timesteps", "256"]) == 0
+    with open(os.path.join(run, "config.yaml")) as fh:
+        assert yaml.safe_load(fh)["hyperparams"]["ent_coef"] == {
+            "schedule": "linear",
+            "initial": 0.02,
+            "start_fraction": 0.5,
+        }
+
+    def logged() -> list[float]:
+        with open(os.path.join(run, "progress.csv")) as fh:
+            return [float(r["train/ent_coef"]) for r in csv.DictReader(fh) if r.get("train/ent_coef")]
+
+    # updates at 3/4, 1/2 and 1/4 of the 256 steps left: 0.02, 0.02, then half way down
+    assert logged() == pytest.approx([0.02, 0.02, 0.01])
+    assert main(["train", "--resume", run, "--timesteps", "384"]) == 0
+    # the update after 320 of 384 steps: 1/6 left, a third of the way from 0 to 0.02
+    assert logged() == pytest.approx([0.02, 0.02, 0.01, 0.02 / 3])

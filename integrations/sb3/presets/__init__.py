@@ -47,7 +47,9 @@ __all__ = [
 # Keys of a preset that are not SB3 constructor arguments (parallel_play, fast_learner: read by
 # training/run.py).
 NON_SB3_KEYS = ("n_envs", "n_timesteps", "parallel_play", "fast_learner")
-SCHEDULE_KEYS = ("learning_rate", "clip_range", "clip_range_vf")
+SCHEDULE_KEYS = ("learning_rate", "clip_range", "clip_range_vf", "ent_coef")
+# SB3's PPO and A2C take a number for ent_coef; the kit's fast learners (fast_ppo.py) follow a schedule too
+FAST_LEARNER_SCHEDULE_KEYS = ("ent_coef",)
 CLASS_KEYS = ("replay_buffer_class", "rollout_buffer_class")
 POLICY_CLASS_KEYS = ("optimizer_class", "activation_fn", "features_extractor_class")
 EXTRACTORS = {name: f"retro_atari_kit.integrations.sb3.extractors.{cls}" for name, cls in NETWORKS.items()}
@@ -152,11 +154,11 @@ def resolve_class(key: str, value: Any) -> Any:
 
 def to_sb3_kwargs(preset: Mapping[str, Any], network: str | None = "nature") -> dict[str, Any]:
     """Constructor kwargs for the SB3 class: drops ``n_envs`` / ``n_timesteps``, turns schedules into
-    callables and class names / dotted class paths into classes (:func:`resolve_class`), and sets the kit's
-    extractor ``network`` (``"nature"`` or ``"impala"``; None leaves ``policy_kwargs`` as the preset has
-    them, e.g. for your own ``features_extractor_class``). Use as
-    ``PPO(env=venv, **to_sb3_kwargs(preset, network="impala"))``. A value that cannot be read raises
-    ValueError naming its key."""
+    callables (an ``ent_coef`` schedule only with ``fast_learner`` on: SB3's classes take a number) and
+    class names / dotted class paths into classes (:func:`resolve_class`), and sets the kit's extractor
+    ``network`` (``"nature"`` or ``"impala"``; None leaves ``policy_kwargs`` as the preset has them, e.g. for
+    your own ``features_extractor_class``). Use as ``PPO(env=venv, **to_sb3_kwargs(preset,
+    network="impala"))``. A value that cannot be read raises ValueError naming its key."""
     kw = copy.deepcopy(dict(preset))
     for key in NON_SB3_KEYS:
         kw.pop(key, None)
@@ -166,6 +168,12 @@ def to_sb3_kwargs(preset: Mapping[str, Any], network: str | None = "nature") -> 
                 kw[key] = schedule(kw[key])
             except ValueError as exc:
                 raise ValueError(f"{key}: {exc}") from None
+    for key in FAST_LEARNER_SCHEDULE_KEYS:
+        if callable(kw.get(key)) and preset.get("fast_learner") in (None, False):
+            raise ValueError(
+                f"{key}: SB3's PPO and A2C take a number; a schedule needs the kit's fast learner "
+                "(--set fast_learner=true, the same update)"
+            )
     for key in CLASS_KEYS:
         if key in kw:
             kw[key] = resolve_class(key, kw[key])

@@ -21,7 +21,7 @@ from retro_atari_kit.integrations.sb3.algorithms import (
     constructor_params,
     fast_learner_options,
 )
-from retro_atari_kit.integrations.sb3.presets import allowed_keys, to_sb3_kwargs
+from retro_atari_kit.integrations.sb3.presets import FAST_LEARNER_SCHEDULE_KEYS, allowed_keys, to_sb3_kwargs
 
 from retro_atari_kit.presets import PresetError, apply_overrides, get_preset, zoo_hyperparams
 from retro_atari_kit.runs import RunError, TrainSpec, check_config_fields, config_field_error, new_config
@@ -149,6 +149,8 @@ def check_value_types(algo: str, hp: dict[str, Any]) -> None:
         value = hp[key]
         if value is None and optional:
             continue
+        if key in FAST_LEARNER_SCHEDULE_KEYS and isinstance(value, (str, dict)):
+            continue  # a schedule: to_sb3_kwargs reads it (the kit's fast learners follow one)
         ok = (
             (bool in allowed and isinstance(value, bool))
             or (int in allowed and isinstance(value, int) and not isinstance(value, bool))

@@ -4,6 +4,8 @@ and the same parameters after one update on the same batch from the same weights
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -20,6 +22,7 @@ from retro_atari_kit.integrations.sb3.graphs import (
     set_learning_rate,
     unchecked_distributions,
 )
+from retro_atari_kit.integrations.sb3.presets import LinearSchedule
 from stable_baselines3 import A2C, PPO
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.logger import Logger
@@ -49,7 +52,9 @@ def models():
 
 def _same_start(sb3, fast) -> None:
     fast.policy.load_state_dict(sb3.policy.state_dict())
-    fast.policy.optimizer.load_state_dict(sb3.policy.optimizer.state_dict())
+    # a copy: torch's load_state_dict keeps the very moment tensors it is given, which the two optimizers
+    # would then both step once they have any
+    fast.policy.optimizer.load_state_dict(copy.deepcopy(sb3.policy.optimizer.state_dict()))
     for model in (sb3, fast):
         model.set_logger(Logger(folder=None, output_formats=[]))
 
@@ -119,6 +124,28 @@ def test_fast_update_equals_sb3_train_on_the_same_batch(models):
     assert fast._n_updates == sb3._n_updates == HP["n_epochs"]
 
 
+def test_an_ent_coef_schedule_gives_sb3s_update_at_its_value(models):
+    """FastPPO follows an ``ent_coef`` schedule (SB3's PPO takes a number): at a quarter of training left,
+    0.04 held for half of training then linear to 0 is 0.02, and the update equals SB3's with 0.02."""
+    sb3, fast = models
+    _same_start(sb3, fast)
+    _fill(sb3.rollout_buffer, np.random.default_rng(6))
+    _fill(fast.rollout_buffer, np.random.default_rng(6))
+    sb3.ent_coef, fast.ent_coef = 0.02, LinearSchedule(0.04, 0.0, start_fraction=0.5)
+    sb3._current_progress_remaining = fast._current_progress_remaining = 0.25
+    try:
+        np.random.seed(3)
+        sb3.train()
+        np.random.seed(3)
+        fast.train()
+    finally:
+        sb3.ent_coef = fast.ent_coef = HP["ent_coef"]
+    for (name, mine), theirs in zip(fast.policy.named_parameters(), sb3.policy.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6, msg=name)
+    assert fast.logger.name_to_value["train/ent_coef"] == pytest.approx(0.02)
+    assert "train/ent_coef" not in sb3.logger.name_to_value  # a number is not logged, as SB3 does not
+
+
 @pytest.mark.parametrize("staged", [False, True], ids=["zero-copy", "staged"])
 def test_fast_rollout_collects_what_sb3_collects(models, staged):
     """Same weights, same env seeds, same torch seed: the same actions, values, rewards and advantages;
@@ -147,15 +174,19 @@ def test_fast_rollout_collects_what_sb3_collects(models, staged):
         assert sorted(fast._uploader.staging) == ["obs", "rewards", "starts"]
 
 
-def test_fast_a2c_update_equals_sb3_train_on_the_same_batch():
+@pytest.mark.parametrize("schedule", [False, True], ids=["number", "ent_coef-schedule"])
+def test_fast_a2c_update_equals_sb3_train_on_the_same_batch(schedule):
+    """``ent_coef-schedule``: FastA2C given 0.05 linear to 0 at 60% of training left, SB3's A2C 0.03."""
     sb3_env, fast_env = _venv(), _venv()
     kwargs = dict(policy_kwargs=cnn_policy_kwargs("nature"), device="cpu", n_steps=N_STEPS, seed=0)
+    ent_coef = (LinearSchedule(0.05, 0.0), 0.03) if schedule else (0.01, 0.01)
     try:
-        sb3 = A2C(KitCnnPolicy, sb3_env, rollout_buffer_class=RolloutBuffer, **kwargs)
-        fast = FastA2C(KitCnnPolicy, fast_env, **kwargs)
+        sb3 = A2C(KitCnnPolicy, sb3_env, rollout_buffer_class=RolloutBuffer, ent_coef=ent_coef[1], **kwargs)
+        fast = FastA2C(KitCnnPolicy, fast_env, ent_coef=ent_coef[0], **kwargs)
         assert isinstance(fast.rollout_buffer, DeviceRolloutBuffer)
         _same_start(sb3, fast)
         for model in (sb3, fast):
+            model._current_progress_remaining = 0.6
             _fill(model.rollout_buffer, np.random.default_rng(4))
             np.random.seed(3)
             model.train()
@@ -164,6 +195,8 @@ def test_fast_a2c_update_equals_sb3_train_on_the_same_batch():
         fast_env.close()
     for (name, mine), theirs in zip(fast.policy.named_parameters(), sb3.policy.parameters(), strict=True):
         torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6, msg=name)
+    if schedule:
+        assert fast.logger.name_to_value.pop("train/ent_coef") == pytest.approx(0.03)
     assert fast.logger.name_to_value.keys() == sb3.logger.name_to_value.keys()
     for key, value in sb3.logger.name_to_value.items():
         assert fast.logger.name_to_value[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key

@@ -104,6 +104,15 @@ def test_schedules():
         schedule("cosine")
 
 
+def test_an_ent_coef_schedule_is_for_the_fast_learners():
+    falling = {"schedule": "linear", "initial": 0.01, "start_fraction": 0.5}
+    fast = to_sb3_kwargs({**get_preset("ppo", "sticky"), "ent_coef": falling, "fast_learner": True})
+    assert fast["ent_coef"](0.75) == pytest.approx(0.01) and fast["ent_coef"](0.25) == pytest.approx(0.005)
+    assert to_sb3_kwargs({**get_preset("ppo"), "ent_coef": "0.02"})["ent_coef"] == 0.02
+    with pytest.raises(ValueError, match=r"ent_coef: SB3's PPO and A2C take a number; .*fast_learner=true"):
+        to_sb3_kwargs({**get_preset("ppo", "sticky"), "ent_coef": falling})
+
+
 def test_overrides_key_by_key_with_validation():
     base = get_preset("ppo")
     got = apply_overrides(
