@@ -151,8 +151,11 @@ def check_ranges(overrides: dict[str, Any]) -> None:
     """:func:`check_range` on every ``--set`` value; a mapping's values by their dotted names
     (``replay_buffer_config={capacity: 0}`` is checked as ``replay_buffer_config.capacity``)."""
     for key, value in overrides.items():
+        base, _, end = key.rpartition(".")
         if isinstance(value, dict) and "schedule" in value:  # a linear schedule {initial: x, final: y}
             _check_schedule(key, value)
+        elif end in ("initial", "final") and base in RANGES:  # one end of it: --set learning_rate.initial=x
+            _check_schedule(base, {end: value})
         elif isinstance(value, dict):
             check_ranges({f"{key}.{k}": v for k, v in value.items()})
         else:

@@ -54,6 +54,7 @@ NO_CUDA = pytest.mark.skipif(_cuda(), reason="this machine has a CUDA GPU: the r
             ["--set", "ent_coef={schedule: linear, initial: 0.01, final: -1}"],
             ["its final value must be >= 0"],
         ),
+        (["--preset", "sticky", "--set", "clip_range.initial=0"], ["its initial value must be > 0"]),
         # an ent_coef schedule is the kit's fast learners' (SB3's PPO multiplies a number)
         (
             ["--set", "ent_coef={schedule: linear, initial: 0.01}"],
