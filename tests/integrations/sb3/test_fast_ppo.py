@@ -59,6 +59,19 @@ def _same_start(sb3, fast) -> None:
         model.set_logger(Logger(folder=None, output_formats=[]))
 
 
+def _train_both(sb3, fast) -> None:
+    """One update each, the minibatch order the same: one permutation per epoch from numpy's RNG, as SB3
+    draws it."""
+    for model in (sb3, fast):
+        np.random.seed(3)
+        model.train()
+
+
+def _assert_same_weights(fast, sb3, rtol: float = 1e-5, atol: float = 1e-6) -> None:
+    for (name, mine), theirs in zip(fast.policy.named_parameters(), sb3.policy.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=rtol, atol=atol, msg=name)
+
+
 def _fill(buffer: RolloutBuffer, rng: np.random.Generator) -> None:
     """The same random rollout into any buffer, through SB3's ``add``."""
     buffer.reset()
@@ -106,10 +119,7 @@ def test_fast_update_equals_sb3_train_on_the_same_batch(models):
     _fill(sb3.rollout_buffer, np.random.default_rng(2))
     _fill(fast.rollout_buffer, np.random.default_rng(2))
     before = [p.detach().clone() for p in fast.policy.parameters()]
-    np.random.seed(3)  # the minibatch order: one permutation per epoch from numpy's RNG, as SB3 draws it
-    sb3.train()
-    np.random.seed(3)
-    fast.train()
+    _train_both(sb3, fast)
     changed = 0
     for (name, mine), theirs, start in zip(
         fast.policy.named_parameters(), sb3.policy.parameters(), before, strict=True
@@ -134,14 +144,10 @@ def test_an_ent_coef_schedule_gives_sb3s_update_at_its_value(models):
     sb3.ent_coef, fast.ent_coef = 0.02, LinearSchedule(0.04, 0.0, start_fraction=0.5)
     sb3._current_progress_remaining = fast._current_progress_remaining = 0.25
     try:
-        np.random.seed(3)
-        sb3.train()
-        np.random.seed(3)
-        fast.train()
+        _train_both(sb3, fast)
     finally:
         sb3.ent_coef = fast.ent_coef = HP["ent_coef"]
-    for (name, mine), theirs in zip(fast.policy.named_parameters(), sb3.policy.parameters(), strict=True):
-        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6, msg=name)
+    _assert_same_weights(fast, sb3)
     assert fast.logger.name_to_value["train/ent_coef"] == pytest.approx(0.02)
     assert "train/ent_coef" not in sb3.logger.name_to_value  # a number is not logged, as SB3 does not
 
@@ -188,13 +194,11 @@ def test_fast_a2c_update_equals_sb3_train_on_the_same_batch(schedule):
         for model in (sb3, fast):
             model._current_progress_remaining = 0.6
             _fill(model.rollout_buffer, np.random.default_rng(4))
-            np.random.seed(3)
-            model.train()
+        _train_both(sb3, fast)
     finally:
         sb3_env.close()
         fast_env.close()
-    for (name, mine), theirs in zip(fast.policy.named_parameters(), sb3.policy.parameters(), strict=True):
-        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6, msg=name)
+    _assert_same_weights(fast, sb3)
     if schedule:
         assert fast.logger.name_to_value.pop("train/ent_coef") == pytest.approx(0.03)
     assert fast.logger.name_to_value.keys() == sb3.logger.name_to_value.keys()
@@ -256,18 +260,14 @@ def test_compiled_update_equals_sb3_train_on_the_same_batch():
     the parameters after one update as SB3's (to float32 rounding: compiled kernels sum in other orders)."""
     sb3, fast, envs = _fresh_pair(compile=True)
     try:
-        np.random.seed(3)
-        sb3.train()
-        np.random.seed(3)
-        fast.train()
+        _train_both(sb3, fast)
         obs = fast.rollout_buffer.observations[0]
         actions, values, log_probs = fast._learner_steps()[0](obs)  # the compiled acting step
         expected_values, expected_log_probs, _ = fast.policy.evaluate_actions(obs, actions.long().flatten())
     finally:
         for env in envs:
             env.close()
-    for (name, mine), theirs in zip(fast.policy.named_parameters(), sb3.policy.parameters(), strict=True):
-        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5, msg=name)
+    _assert_same_weights(fast, sb3, rtol=1e-4, atol=1e-5)
     assert fast.logger.name_to_value["train/approx_kl"] == pytest.approx(
         sb3.logger.name_to_value["train/approx_kl"], rel=1e-3, abs=1e-6
     )
@@ -279,17 +279,13 @@ def test_cuda_graphs_asked_for_on_a_cpu_run_the_same_steps_eagerly():
     """Graphs are CUDA's: ``cuda_graphs=True`` on the CPU runs the same functions uncaptured, SB3's update."""
     sb3, fast, envs = _fresh_pair(cuda_graphs=True, compile=False)
     try:
-        np.random.seed(3)
-        sb3.train()
-        np.random.seed(3)
-        fast.train()
+        _train_both(sb3, fast)
     finally:
         for env in envs:
             env.close()
     acting, update = fast._learner_steps()
     assert not acting.enabled and not update.enabled and not update.captured
-    for (name, mine), theirs in zip(fast.policy.named_parameters(), sb3.policy.parameters(), strict=True):
-        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6, msg=name)
+    _assert_same_weights(fast, sb3)
     assert graphs_choice("auto", torch.device("cuda")) and graphs_choice(True, torch.device("cuda"))
     assert not graphs_choice(False, torch.device("cuda")) and not graphs_choice("auto", torch.device("cpu"))
     with pytest.raises(ValueError, match="cuda_graphs must be true, false or 'auto'"):
