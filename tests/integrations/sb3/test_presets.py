@@ -18,6 +18,8 @@ from retro_atari_kit.integrations.sb3 import (
     get_preset,
     list_presets,
 )
+from retro_atari_kit.integrations.sb3.algorithms import learner_class
+from retro_atari_kit.integrations.sb3.fast_ppo import FastPPO
 from retro_atari_kit.integrations.sb3.presets import (
     CLASSES,
     apply_overrides,
@@ -106,11 +108,13 @@ def test_schedules():
 
 def test_an_ent_coef_schedule_is_for_the_fast_learners():
     falling = {"schedule": "linear", "initial": 0.01, "start_fraction": 0.5}
-    fast = to_sb3_kwargs({**get_preset("ppo", "sticky"), "ent_coef": falling, "fast_learner": True})
+    fast = to_sb3_kwargs({**get_preset("ppo"), "ent_coef": falling, "fast_learner": True})
     assert fast["ent_coef"](0.75) == pytest.approx(0.01) and fast["ent_coef"](0.25) == pytest.approx(0.005)
     assert to_sb3_kwargs({**get_preset("ppo"), "ent_coef": "0.02"})["ent_coef"] == 0.02
     with pytest.raises(ValueError, match=r"ent_coef: SB3's PPO and A2C take a number; .*fast_learner=true"):
-        to_sb3_kwargs({**get_preset("ppo", "sticky"), "ent_coef": falling})
+        to_sb3_kwargs({**get_preset("ppo"), "ent_coef": falling})
+    with pytest.raises(ValueError, match=r"ent_coef: SB3's PPO and A2C take a number"):
+        to_sb3_kwargs({**get_preset("ppo", "sticky"), "fast_learner": False})
 
 
 def test_overrides_key_by_key_with_validation():
@@ -178,14 +182,18 @@ def test_every_preset_builds_a_model(algo, cls, name):
 
 
 def test_sticky_preset_builds_a_model_whose_schedules_hold_then_fall():
+    preset = get_preset("ppo", "sticky")
+    learner, options = learner_class("ppo", preset["fast_learner"])
+    assert learner is FastPPO  # the falling entropy bonus is the kit's learner's (SB3's takes a number)
     venv = DummyVecEnv([lambda: gym.make("RetroKit/Pong-v0")] * 4)  # 4 x 128 steps: one minibatch of 512
     try:
-        model = PPO(env=venv, device="cpu", **to_sb3_kwargs(get_preset("ppo", "sticky"), network="impala"))
+        model = learner(env=venv, device="cpu", **options, **to_sb3_kwargs(preset, network="impala"))
         assert model.batch_size == 512 and isinstance(model.policy.features_extractor, ImpalaCNN)
         assert model.lr_schedule(1.0) == model.lr_schedule(0.5) == pytest.approx(2.5e-4)
         assert model.lr_schedule(0.25) == pytest.approx(1.25e-4) and model.clip_range(0.25) == pytest.approx(
             0.05
         )
+        assert model.ent_coef(0.5) == pytest.approx(0.01) and model.ent_coef(0.25) == pytest.approx(0.005)
     finally:
         venv.close()
 
@@ -214,6 +222,22 @@ def committed_config(run: str) -> dict:
     """The config.yaml of a committed run under ``results/``."""
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "results", run, "config.yaml")) as f:
         return yaml.safe_load(f)
+
+
+def test_sticky_preset_is_the_committed_falling_entropy_runs_recipe():
+    """``sticky`` resolves to exactly the hyperparameters of its two committed seeds, trained with ``--set``
+    on the preset before the falling entropy bonus became its default (docs/results.md)."""
+    from retro_atari_kit.integrations.sb3.training import resolve_config
+
+    from retro_atari_kit.runs import TrainSpec
+
+    preset = resolve_config(
+        TrainSpec(algo="ppo", env_id="RetroKit/Pong-v0", preset="sticky", network="impala")
+    )
+    for run in ("pong-ppo-sticky-entfall-1", "pong-ppo-sticky-entfall-2"):
+        committed = committed_config(run)
+        assert preset["hyperparams"] == committed["hyperparams"], run
+        assert preset["n_envs"] == committed["n_envs"] == 16
 
 
 def test_breakout_sticky_preset_is_the_committed_runs_recipe():
